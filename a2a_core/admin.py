@@ -1,0 +1,86 @@
+"""Django admin registrations: a raw view of every table for administrators."""
+
+from django.contrib import admin
+
+from a2a_core import models
+
+
+@admin.register(models.Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "status", "delivery_mode", "card_version", "last_seen_at"]
+    list_filter = ["status", "delivery_mode"]
+    search_fields = ["slug", "name", "description"]
+    readonly_fields = ["token_hash", "token_prefix", "token_issued_at", "card_digest"]
+
+
+@admin.register(models.AgentCardVersion)
+class AgentCardVersionAdmin(admin.ModelAdmin):
+    list_display = ["agent", "version", "registered_at"]
+    list_select_related = ["agent"]
+
+
+@admin.register(models.Skill)
+class SkillAdmin(admin.ModelAdmin):
+    list_display = ["skill_id", "name", "agent"]
+    search_fields = ["skill_id", "name", "description"]
+    list_select_related = ["agent"]
+
+
+@admin.register(models.Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["id", "state", "caller", "target", "depth", "status_timestamp"]
+    list_filter = ["state"]
+    search_fields = ["id", "context_id", "trace_id"]
+    raw_id_fields = ["parent", "root", "caller", "target"]
+
+
+@admin.register(models.TaskEvent)
+class TaskEventAdmin(admin.ModelAdmin):
+    list_display = ["task", "seq", "kind", "state", "created_at"]
+    raw_id_fields = ["task"]
+
+
+@admin.register(models.Artifact)
+class ArtifactAdmin(admin.ModelAdmin):
+    list_display = ["artifact_id", "name", "task", "complete"]
+    raw_id_fields = ["task"]
+
+
+@admin.register(models.Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["message_id", "kind", "sender", "target", "decision", "created_at"]
+    list_filter = ["kind", "decision", "direction"]
+    search_fields = ["message_id", "summary", "correlation_id", "trace_id"]
+    raw_id_fields = ["task", "sender", "target", "redirected_to"]
+
+
+@admin.register(models.Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    list_display = ["message", "recipient", "state", "attempts", "acked_at"]
+    list_filter = ["state"]
+    raw_id_fields = ["message", "recipient", "task"]
+
+
+@admin.register(models.Escalation)
+class EscalationAdmin(admin.ModelAdmin):
+    list_display = ["pk", "kind", "status", "priority", "agent", "deadline", "created_at"]
+    list_filter = ["kind", "status", "priority"]
+    raw_id_fields = ["task", "message", "agent"]
+
+
+@admin.register(models.PolicyVersion)
+class PolicyVersionAdmin(admin.ModelAdmin):
+    list_display = ["number", "is_active", "author", "author_label", "created_at"]
+
+
+@admin.register(models.PushNotificationConfig)
+class PushNotificationConfigAdmin(admin.ModelAdmin):
+    list_display = ["config_id", "task", "owner", "url"]
+    raw_id_fields = ["task", "owner"]
+
+
+@admin.register(models.AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "action", "actor", "actor_label", "summary"]
+    list_filter = ["action"]
+    search_fields = ["summary", "object_id"]

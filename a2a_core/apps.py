@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class A2ACoreConfig(AppConfig):
+    name = "a2a_core"
+    verbose_name = "A2A Hub"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,159 @@
+"""`a2a agents`, `a2a register`, `a2a suspend`/`resume`, `a2a token rotate`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from a2a_core import selectors
+from a2a_core.cli.output import ago, fail, hub_error, table
+from a2a_core.errors import HubError
+from a2a_core.services import agents as agent_services
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("agents", help="list registered agents")
+    p.add_argument("--json", action="store_true", help="one JSON object per agent")
+    p.set_defaults(handler=agents)
+
+    p = sub.add_parser("register", help="register (or re-register) an agent from its card")
+    p.add_argument("card", type=Path, help="the agent card, a JSON file (A2A 1.0 or 0.3)")
+    p.add_argument("--slug", help="the agent's id in the hub (default: from the card's name)")
+    p.add_argument("--role", help="a short role, e.g. 'reviewer'")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--inbox",
+        dest="mode",
+        action="store_const",
+        const="inbox",
+        help="the agent has no server: it connects to the hub for its work",
+    )
+    mode.add_argument(
+        "--endpoint",
+        dest="mode",
+        action="store_const",
+        const="endpoint",
+        help="the hub forwards calls to the agent's own A2A server",
+    )
+    p.add_argument(
+        "--scope",
+        dest="scopes",
+        action="append",
+        help="a2a:call and/or a2a:receive (repeatable; default both)",
+    )
+    p.set_defaults(handler=register)
+
+    p = sub.add_parser("suspend", help="stop routing to and from an agent")
+    p.add_argument("slug")
+    p.add_argument("--reason", default="", help="why, for the audit log")
+    p.set_defaults(handler=suspend)
+
+    p = sub.add_parser("resume", help="lift a suspension")
+    p.add_argument("slug")
+    p.set_defaults(handler=resume)
+
+    p = sub.add_parser("token", help="manage an agent's bearer token")
+    token_sub = p.add_subparsers(dest="token_command", required=True, metavar="rotate")
+    r = token_sub.add_parser("rotate", help="issue a new token; the old one stops working")
+    r.add_argument("slug")
+    r.set_defaults(handler=token_rotate)
+
+
+def agents(args: argparse.Namespace, out: Any) -> None:
+    rows = selectors.agent_list()
+    if args.json:
+        for agent in rows:
+            out.write(json.dumps(selectors.agent_summary(agent)))
+        return
+    if not rows:
+        out.write("No agents registered. Register one with: manage.py a2a register CARD.json")
+        return
+    out.write(
+        table(
+            ["AGENT", "STATUS", "MODE", "SKILLS", "LAST SEEN"],
+            [
+                [
+                    a.slug,
+                    selectors.effective_status(a, busy=bool(getattr(a, "busy", False))),
+                    a.delivery_mode,
+                    ", ".join(s.skill_id for s in a.skills.all()) or "-",
+                    ago(a.last_seen_at),
+                ]
+                for a in rows
+            ],
+        )
+    )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise fail(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail(
+            f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+
+
+def register(args: argparse.Namespace, out: Any) -> None:
+    card = _read_json(args.card)
+    try:
+        result = agent_services.agent_register(
+            card=card,
+            slug=args.slug,
+            role=args.role,
+            delivery_mode=args.mode,
+            scopes=args.scopes,
+            actor_label="cli",
+        )
+    except HubError as exc:
+        raise hub_error(exc) from None
+    agent = result.agent
+    if result.converted_from:
+        out.write(f"note: converted an A2A {result.converted_from} card to A2A 1.0")
+    if result.created:
+        out.write(f"registered {agent.slug} ({agent.delivery_mode}, card v{agent.card_version})")
+        out.write(f"token: {result.token}")
+        out.write(
+            "This token is shown once. Store it now; rotate it with: "
+            f"manage.py a2a token rotate {agent.slug}"
+        )
+    elif result.changed:
+        out.write(f"updated {agent.slug} (card v{agent.card_version}); its token is unchanged")
+    else:
+        out.write(f"{agent.slug} is already registered with this card; nothing changed")
+
+
+def _agent(slug: str) -> Any:
+    try:
+        return selectors.agent_get(slug=slug)
+    except HubError as exc:
+        raise hub_error(exc) from None
+
+
+def suspend(args: argparse.Namespace, out: Any) -> None:
+    agent = _agent(args.slug)
+    if agent_services.agent_suspend(agent=agent, reason=args.reason, actor_label="cli"):
+        out.write(f"suspended {agent.slug}")
+    else:
+        out.write(f"{agent.slug} was already suspended")
+
+
+def resume(args: argparse.Namespace, out: Any) -> None:
+    agent = _agent(args.slug)
+    if agent_services.agent_resume(agent=agent, actor_label="cli"):
+        out.write(f"resumed {agent.slug}")
+    else:
+        out.write(f"{agent.slug} is not suspended")
+
+
+def token_rotate(args: argparse.Namespace, out: Any) -> None:
+    agent = _agent(args.slug)
+    token = agent_services.agent_token_rotate(agent=agent, actor_label="cli")
+    out.write(f"token: {token}")
+    out.write(f"The previous token of {agent.slug} no longer works. This token is shown once.")

@@ -1,0 +1,133 @@
+"""`a2a serve`: run the hub (daphne) and its demo agents, print where to log in, stop cleanly."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.conf import settings
+
+from a2a_core.cli.output import fail
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run the hub (and its demo agents) until Ctrl-C")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--no-demo", action="store_true", help="start the hub alone")
+    p.add_argument("--workers", type=int, default=1, help="hub processes (needs REDIS_URL for >1)")
+    p.set_defaults(handler=serve)
+
+    p = sub.add_parser("admin-login", help="create the admin user or give it a new password")
+    p.add_argument("--username", default="admin")
+    p.set_defaults(handler=admin_login)
+
+
+def fresh_admin_login(username: str = "admin") -> str:
+    """Create `username` as a superuser, or reset its password; return the new password."""
+    from a2a_core.services.users import user_ensure_admin
+
+    password = secrets.token_urlsafe(12)
+    user_ensure_admin(username=username, password=password)
+    return password
+
+
+def admin_login(args: argparse.Namespace, out: Any) -> None:
+    password = fresh_admin_login(args.username)
+    out.write(f"username: {args.username}\npassword: {password}")
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def _spawn_workers(host: str, port: int, workers: int) -> list[subprocess.Popen[bytes]]:
+    daphne = [sys.executable, "-m", "daphne", "--verbosity", "0"]
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings")
+    if workers == 1:
+        return [
+            subprocess.Popen(
+                [*daphne, "-b", host, "-p", str(port), "config.asgi:application"], env=env
+            )
+        ]
+    # Several processes share one listening socket; the kernel spreads connections over them.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    fd = sock.fileno()
+    return [
+        subprocess.Popen(
+            [*daphne, "--fd", str(fd), "config.asgi:application"], env=env, pass_fds=(fd,)
+        )
+        for _ in range(workers)
+    ]
+
+
+def serve(args: argparse.Namespace, out: Any) -> None:
+    if args.workers > 1 and not settings.REDIS_URL:
+        raise fail("several workers need REDIS_URL (their events travel through Redis)")
+    if not _port_free(args.host, args.port):
+        raise fail(f"port {args.port} on {args.host} is in use; pick another with --port")
+    password = fresh_admin_login()
+    procs = _spawn_workers(args.host, args.port, args.workers)
+    children: list[subprocess.Popen[bytes]] = list(procs)
+
+    def stop(*_: object) -> None:
+        for proc in reversed(children):
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.monotonic() + 10
+        for proc in children:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        if not wait_for_port(args.host, args.port, 30, procs[0]):
+            raise fail("the hub did not start; see the messages above")
+        base = f"http://{args.host}:{args.port}"
+        out.write("")
+        out.write(f"  A2A Hub is running: {base}/")
+        out.write(f"  Log in as  admin / {password}")
+        out.write(
+            f"  Agents reach the hub at {base}/a2a/<agent>/ (card: /.well-known/agent-card.json)"
+        )
+        out.write("  Ctrl-C stops the hub.")
+        out.write("")
+        while all(proc.poll() is None for proc in procs):
+            time.sleep(0.5)
+        raise fail("the hub stopped unexpectedly")
+    except KeyboardInterrupt:
+        out.write("stopping…")
+    finally:
+        stop()

@@ -1,0 +1,107 @@
+"""The hub's one exception hierarchy.
+
+Services raise these; each edge maps them to its own form: A2A errors (JSON-RPC codes and
+google.rpc details) in `protocol/`, HTML error fragments in `dashboard/`, one line and exit
+status 2 in the CLI. Messages are written for the person or agent who has to act on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One thing wrong with an input: where (a dotted path) and what."""
+
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"field": self.field, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+class HubError(Exception):
+    """Base class: `code` is a stable machine-readable reason, `message` is for humans."""
+
+    code = "hub_error"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class ValidationFailed(HubError):
+    """Input did not validate; `problems` lists every problem found, not just the first."""
+
+    code = "invalid"
+
+    def __init__(
+        self,
+        message: str,
+        problems: list[FieldProblem] | None = None,
+        *,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.problems = problems or []
+
+    def __str__(self) -> str:
+        if not self.problems:
+            return self.message
+        return self.message + "\n" + "\n".join(f"  - {p}" for p in self.problems)
+
+
+class NotFound(HubError):
+    code = "not_found"
+
+
+class Conflict(HubError):
+    code = "conflict"
+
+
+class IllegalTransition(Conflict):
+    """A task state change the A2A state machine does not allow."""
+
+    code = "illegal_transition"
+
+
+class PermissionDenied(HubError):
+    code = "permission_denied"
+
+
+class Unauthenticated(HubError):
+    code = "unauthenticated"
+
+
+class PolicyRejected(HubError):
+    """The coordinator refused a message; `reason` is the policy's reason code."""
+
+    code = "policy_rejected"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        retry_after: float | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class TargetUnavailable(HubError):
+    """The target agent could not be reached or did not answer in time."""
+
+    code = "target_unavailable"
+
+
+class QueueFull(HubError):
+    code = "queue_full"

@@ -1,0 +1,125 @@
+"""The hub's event bus: small events on the Channels layer, published after commit.
+
+Groups: `traffic` (every message and task event), `agent.<id>`, `task.<id>`, `escalations`,
+`policy`, `inbox.<agent id>`. An event is a dict of ids and plain fields — never a model
+instance — so the Redis layer can carry it between processes.
+
+Services call `publish_on_commit`. Inside a server process the events are handed to one
+publisher task on the server's event loop, which sends them in the order they were committed;
+elsewhere (the CLI, a test thread) they are sent directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from a2a_core.logging import get_logger
+
+log = get_logger("events")
+
+Event = dict[str, Any]
+EVENT_TYPE = "hub.event"
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_queue: asyncio.Queue[tuple[str, Event]] | None = None
+_publisher: asyncio.Task[None] | None = None
+# In-process listeners (e.g. the dashboard's traffic relay) see every event once per process.
+_local_listeners: list[Callable[[str, Event], None]] = []
+
+
+def event(name: str, **fields: Any) -> Event:
+    return {"type": EVENT_TYPE, "event": name, **fields}
+
+
+async def bind_to_running_loop() -> None:
+    """Route this process's events through a publisher task on the current loop (idempotent)."""
+    global _loop, _queue, _publisher
+    loop = asyncio.get_running_loop()
+    with _lock:
+        if _loop is loop and _publisher is not None and not _publisher.done():
+            return
+        _loop = loop
+        _queue = asyncio.Queue()
+        _publisher = loop.create_task(_publish_forever(_queue), name="hub-event-publisher")
+
+
+async def unbind() -> None:
+    global _loop, _queue, _publisher
+    with _lock:
+        task, _loop, _queue, _publisher = _publisher, None, None, None
+    if task is not None:
+        task.cancel()
+
+
+async def _publish_forever(queue: asyncio.Queue[tuple[str, Event]]) -> None:
+    layer = get_channel_layer()
+    while True:
+        group, payload = await queue.get()
+        _notify_local(group, payload)
+        if layer is None:
+            continue
+        try:
+            await layer.group_send(group, payload)
+        except Exception:  # the bus is best effort: the database is the source of truth
+            log.exception("could not publish event", extra={"group": group})
+
+
+def _notify_local(group: str, payload: Event) -> None:
+    for listener in list(_local_listeners):
+        try:
+            listener(group, payload)
+        except Exception:
+            log.exception("event listener failed")
+
+
+def add_local_listener(listener: Callable[[str, Event], None]) -> None:
+    _local_listeners.append(listener)
+
+
+def remove_local_listener(listener: Callable[[str, Event], None]) -> None:
+    if listener in _local_listeners:
+        _local_listeners.remove(listener)
+
+
+def publish(group: str, payload: Event) -> None:
+    """Send one event now. Safe from any thread; events from one thread keep their order."""
+    loop, queue = _loop, _queue
+    if loop is not None and queue is not None and not loop.is_closed():
+        loop.call_soon_threadsafe(queue.put_nowait, (group, payload))
+        return
+    _notify_local(group, payload)
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not None:
+        running.create_task(layer.group_send(group, payload))
+    else:
+        try:
+            async_to_sync(layer.group_send)(group, payload)
+        except Exception:
+            log.exception("could not publish event", extra={"group": group})
+
+
+def publish_on_commit(group: str, payload: Event) -> None:
+    """Publish after the current transaction commits (at once when there is none)."""
+    transaction.on_commit(lambda: publish(group, payload), robust=True)
+
+
+def publish_many_on_commit(items: list[tuple[str, Event]]) -> None:
+    def send() -> None:
+        for group, payload in items:
+            publish(group, payload)
+
+    transaction.on_commit(send, robust=True)

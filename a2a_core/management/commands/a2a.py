@@ -1,0 +1,26 @@
+"""`manage.py a2a ...`: the hub's command line for operators and auditors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from a2a_core.cli import agents, serve
+
+
+class Command(BaseCommand):
+    help = "Operate the A2A hub: agents, tokens, policy, traffic log and exports."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(
+            dest="command", required=True, metavar="COMMAND", parser_class=type(parser)
+        )
+        for module in (agents, serve):
+            module.add_parsers(sub)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        import argparse
+
+        namespace = argparse.Namespace(**options)
+        options["handler"](namespace, self.stdout)

@@ -1,0 +1,67 @@
+"""The hub's persistence, one module per aggregate, re-exported here."""
+
+from .agent import (
+    DEFAULT_SCOPES,
+    Agent,
+    AgentCardVersion,
+    AgentStatus,
+    DeliveryMode,
+    Scope,
+    Skill,
+    SkillTag,
+)
+from .audit import AuditEvent
+from .escalation import (
+    PRIORITY_RANK,
+    Escalation,
+    EscalationKind,
+    EscalationStatus,
+    Priority,
+)
+from .message import Decision, Delivery, DeliveryState, Direction, Message
+from .policy import PolicyVersion
+from .push import PushNotificationConfig
+from .task import (
+    ACTIVE_STATES,
+    ALLOWED_TRANSITIONS,
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    Artifact,
+    Task,
+    TaskEvent,
+    TaskEventKind,
+    TaskState,
+)
+
+__all__ = [
+    "ACTIVE_STATES",
+    "ALLOWED_TRANSITIONS",
+    "DEFAULT_SCOPES",
+    "INTERRUPTED_STATES",
+    "PRIORITY_RANK",
+    "TERMINAL_STATES",
+    "Agent",
+    "AgentCardVersion",
+    "AgentStatus",
+    "Artifact",
+    "AuditEvent",
+    "Decision",
+    "Delivery",
+    "DeliveryMode",
+    "DeliveryState",
+    "Direction",
+    "Escalation",
+    "EscalationKind",
+    "EscalationStatus",
+    "Message",
+    "PolicyVersion",
+    "Priority",
+    "PushNotificationConfig",
+    "Scope",
+    "Skill",
+    "SkillTag",
+    "Task",
+    "TaskEvent",
+    "TaskEventKind",
+    "TaskState",
+]

@@ -1,0 +1,139 @@
+"""Every message that crosses the hub, the coordinator's decision on it, and its deliveries."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from .agent import Agent
+from .task import Task
+
+
+class Direction(models.TextChoices):
+    REQUEST = "request", "Caller to target"
+    REPLY = "reply", "Target to caller"
+
+
+class Decision(models.TextChoices):
+    DELIVER = "deliver", "Delivered"
+    HOLD = "hold", "Held for a human"
+    REDIRECT = "redirect", "Redirected"
+    REJECT = "reject", "Rejected"
+
+
+class DeliveryState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    QUEUED = "queued", "Queued for an offline agent"
+    DELIVERED = "delivered", "Delivered"
+    ACKED = "acked", "Acknowledged"
+    HELD = "held", "Held"
+    REJECTED = "rejected", "Rejected"
+    FAILED = "failed", "Failed"
+    EXPIRED = "expired", "Expired"
+
+
+class Message(models.Model):
+    # --- the A2A message -------------------------------------------------------------------
+    message_id = models.CharField(max_length=128)
+    role = models.CharField(max_length=8, choices=[("user", "User"), ("agent", "Agent")])
+    parts = models.JSONField(default=list)
+    metadata = models.JSONField(default=dict, blank=True)
+    extensions = models.JSONField(default=list, blank=True)
+    reference_task_ids = models.JSONField(default=list, blank=True)
+
+    # --- what the hub knows about it -------------------------------------------------------
+    direction = models.CharField(max_length=8, choices=Direction, default=Direction.REQUEST)
+    kind = models.CharField(max_length=32, db_index=True)
+    envelope = models.JSONField(null=True, blank=True)
+    summary = models.CharField(max_length=200, blank=True)
+    sender = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="messages_sent"
+    )
+    # A human who spoke through the hub (an operator answering an escalation).
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    target = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="messages_received"
+    )
+    recipients = models.JSONField(default=list, blank=True)
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, null=True, blank=True, related_name="messages"
+    )
+    context_id = models.CharField(max_length=128, blank=True, db_index=True)
+    correlation_id = models.CharField(max_length=128, blank=True, db_index=True)
+    hop = models.PositiveSmallIntegerField(default=1)
+    trace_id = models.CharField(max_length=32, blank=True, db_index=True)
+
+    # --- the coordinator's decision (seed 000 `coordinatorAction`) ----------------------------
+    decision = models.CharField(max_length=16, choices=Decision, default=Decision.DELIVER)
+    decision_reason = models.CharField(max_length=64, blank=True)
+    decision_detail = models.TextField(blank=True)
+    decision_latency_us = models.PositiveIntegerField(null=True, blank=True)
+    redirected_to = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    delivery_state = models.CharField(
+        max_length=16, choices=DeliveryState, default=DeliveryState.PENDING
+    )
+    # Request messages: when an answer (reply or end of task) came back, and how long it took.
+    responded_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    # A response that arrived after its request's deadline: recorded, flagged, never dropped.
+    late = models.BooleanField(default=False)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # A retried SendMessage with the same messageId is the same message.
+            models.UniqueConstraint(
+                fields=["sender", "message_id"],
+                condition=models.Q(direction="request", sender__isnull=False),
+                name="message_idempotent_per_sender",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="msg_created"),
+            models.Index(fields=["sender", "-created_at"], name="msg_sender_created"),
+            models.Index(fields=["target", "-created_at"], name="msg_target_created"),
+            models.Index(fields=["kind", "-created_at"], name="msg_kind_created"),
+            models.Index(fields=["decision", "-created_at"], name="msg_decision_created"),
+            models.Index(fields=["decision_reason", "-created_at"], name="msg_reason_created"),
+            models.Index(fields=["task", "created_at"], name="msg_task_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.message_id}"
+
+
+class Delivery(models.Model):
+    """One recipient's copy of a message: for inbox agents and fan-out (broadcasts)."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="deliveries")
+    recipient = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deliveries")
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, null=True, blank=True, related_name="deliveries"
+    )
+    state = models.CharField(max_length=16, choices=DeliveryState, default=DeliveryState.PENDING)
+    decision = models.CharField(max_length=16, choices=Decision, default=Decision.DELIVER)
+    decision_reason = models.CharField(max_length=64, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    acked_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["message", "recipient"], name="delivery_unique")
+        ]
+        indexes = [
+            models.Index(fields=["recipient", "state", "created_at"], name="delivery_inbox"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.message_id}->{self.recipient_id}"

@@ -1,0 +1,60 @@
+"""HTTP routing in front of Django, and the process's startup/shutdown."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.conf import settings
+from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
+
+from a2a_core import events
+
+
+class HubHttpRouter:
+    """Sends static files to disk and everything else to Django."""
+
+    def __init__(self, django_app: Callable[..., Awaitable[None]]) -> None:
+        self.django_app = django_app
+        # The project's static files and the admin's, straight from their packages (no
+        # collectstatic step for the embedded hub).
+        self.static_app = StaticFiles(
+            directory=settings.BASE_DIR / "static",
+            packages=[("django.contrib.admin", "static")],
+            check_dir=False,
+        )
+        self._started = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._started:
+            # daphne does not speak the ASGI lifespan protocol: start on the first request.
+            self._started = True
+            await startup()
+        path: str = scope["path"]
+        if path.startswith(settings.STATIC_URL):
+            scope = dict(scope, path=path[len(settings.STATIC_URL) - 1 :], root_path="")
+            await self.static_app(scope, receive, send)
+            return
+        await self.django_app(scope, receive, send)
+
+
+async def startup() -> None:
+    await events.bind_to_running_loop()
+
+
+async def shutdown() -> None:
+    await events.unbind()
+
+
+async def lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """The ASGI lifespan protocol (uvicorn speaks it; daphne starts on the first request)."""
+    while True:
+        message: Any = await receive()
+        if message["type"] == "lifespan.startup":
+            await startup()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await shutdown()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

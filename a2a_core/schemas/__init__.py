@@ -1,0 +1,1 @@
+"""Pydantic wire types: typed envelopes, agent cards, policy documents, events."""

@@ -1,0 +1,1 @@
+"""Writes: keyword-only functions, atomic, publishing events after commit."""

@@ -1,0 +1,26 @@
+"""The ASGI entry point: one process serves the dashboard, the A2A endpoints and websockets.
+
+HTTP requests under /a2a/, /.well-known/, /discover and /metrics go straight to the hub's
+Starlette app (the a2a-sdk routes), outside Django's middleware, which would halve their
+throughput. /static/ is served from disk. Everything else is Django.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402
+
+from a2a_core.protocol.asgi import HubHttpRouter, lifespan_app  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": HubHttpRouter(django_asgi_app),
+        "lifespan": lifespan_app,
+    }
+)
