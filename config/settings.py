@@ -125,6 +125,8 @@ TEMPLATES = [
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'hub.sqlite3'}"
 _db = dj_database_url.parse(DATABASE_URL)
 if _db["ENGINE"] == "django.db.backends.sqlite3":
+    Path(_db["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
     _db["OPTIONS"] = {
         # WAL lets readers run while one writer commits; IMMEDIATE takes the write lock when a
         # transaction starts, so read-then-write services (counters, state machines) never race.
