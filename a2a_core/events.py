@@ -1,8 +1,10 @@
 """The hub's event bus: small events on the Channels layer, published after commit.
 
-Groups: `traffic` (every message and task event), `agent.<id>`, `task.<id>`, `escalations`,
-`policy`, `inbox.<agent id>`. An event is a dict of ids and plain fields — never a model
-instance — so the Redis layer can carry it between processes.
+Groups: `traffic` (one event per commit listing every message and task change in it),
+`task.<id>` (a wake-up for streams following that task), `agents` and `agent.<id>` (an
+agent's registration or status changed), `escalations`, `policy`, `inbox.<agent id>`. An event
+is a dict of ids and plain fields — never a model instance — so the Redis layer can carry it
+between processes.
 
 Services call `publish_on_commit`. Inside a server process the events are handed to one
 publisher task on the server's event loop, which sends them in the order they were committed;
@@ -29,7 +31,7 @@ EVENT_TYPE = "hub.event"
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
-_queue: asyncio.Queue[tuple[str, Event]] | None = None
+_queue: asyncio.Queue[list[tuple[str, Event]]] | None = None
 _publisher: asyncio.Task[None] | None = None
 # In-process listeners (e.g. the dashboard's traffic relay) see every event once per process.
 _local_listeners: list[Callable[[str, Event], None]] = []
@@ -59,17 +61,18 @@ async def unbind() -> None:
         task.cancel()
 
 
-async def _publish_forever(queue: asyncio.Queue[tuple[str, Event]]) -> None:
+async def _publish_forever(queue: asyncio.Queue[list[tuple[str, Event]]]) -> None:
     layer = get_channel_layer()
     while True:
-        group, payload = await queue.get()
-        _notify_local(group, payload)
-        if layer is None:
-            continue
-        try:
-            await layer.group_send(group, payload)
-        except Exception:  # the bus is best effort: the database is the source of truth
-            log.exception("could not publish event", extra={"group": group})
+        batch = await queue.get()
+        for group, payload in batch:
+            _notify_local(group, payload)
+            if layer is None:
+                continue
+            try:
+                await layer.group_send(group, payload)
+            except Exception:  # the bus is best effort: the database is the source of truth
+                log.exception("could not publish event", extra={"group": group})
 
 
 def _notify_local(group: str, payload: Event) -> None:
@@ -89,13 +92,14 @@ def remove_local_listener(listener: Callable[[str, Event], None]) -> None:
         _local_listeners.remove(listener)
 
 
-def publish(group: str, payload: Event) -> None:
-    """Send one event now. Safe from any thread; events from one thread keep their order."""
+def publish_many(items: list[tuple[str, Event]]) -> None:
+    """Send events now, in order. Safe from any thread; events from one thread keep their order."""
     loop, queue = _loop, _queue
     if loop is not None and queue is not None and not loop.is_closed():
-        loop.call_soon_threadsafe(queue.put_nowait, (group, payload))
+        loop.call_soon_threadsafe(queue.put_nowait, items)
         return
-    _notify_local(group, payload)
+    for group, payload in items:
+        _notify_local(group, payload)
     layer = get_channel_layer()
     if layer is None:
         return
@@ -103,23 +107,56 @@ def publish(group: str, payload: Event) -> None:
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
+
+    async def send() -> None:
+        for group, payload in items:
+            await layer.group_send(group, payload)
+
     if running is not None:
-        running.create_task(layer.group_send(group, payload))
+        running.create_task(send())
     else:
         try:
-            async_to_sync(layer.group_send)(group, payload)
+            async_to_sync(send)()
         except Exception:
-            log.exception("could not publish event", extra={"group": group})
+            log.exception("could not publish events")
+
+
+def publish(group: str, payload: Event) -> None:
+    publish_many([(group, payload)])
 
 
 def publish_on_commit(group: str, payload: Event) -> None:
     """Publish after the current transaction commits (at once when there is none)."""
-    transaction.on_commit(lambda: publish(group, payload), robust=True)
+    publish_many_on_commit([(group, payload)])
 
 
 def publish_many_on_commit(items: list[tuple[str, Event]]) -> None:
-    def send() -> None:
-        for group, payload in items:
-            publish(group, payload)
+    transaction.on_commit(lambda: publish_many(items), robust=True)
 
-    transaction.on_commit(send, robust=True)
+
+_AGENT_KEYS = ("sender_id", "target_id", "caller_id")
+
+
+def publish_traffic_on_commit(items: list[dict[str, Any]], tasks: dict[str, int]) -> None:
+    """After commit: one `traffic` event carrying `items`; on `agent.<id>`, one event per agent
+    involved carrying its items; and a wake-up on `task.<id>` for each changed task with its
+    latest event sequence number."""
+    if not items and not tasks:
+        return
+    batch: list[tuple[str, Event]] = []
+    if items:
+        batch.append(("traffic", event("traffic", items=items)))
+        by_agent: dict[int, list[dict[str, Any]]] = {}
+        for item in items:
+            agent_ids = {item[key] for key in _AGENT_KEYS if item.get(key) is not None}
+            for agent_id in agent_ids:
+                by_agent.setdefault(agent_id, []).append(item)
+        batch.extend(
+            (f"agent.{agent_id}", event("agent.traffic", agent_id=agent_id, items=agent_items))
+            for agent_id, agent_items in by_agent.items()
+        )
+    batch.extend(
+        (f"task.{task_id}", event("task.changed", task_id=task_id, seq=seq))
+        for task_id, seq in tasks.items()
+    )
+    publish_many_on_commit(batch)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
@@ -16,7 +18,7 @@ from a2a_core.models import (
     SkillTag,
     Task,
 )
-from a2a_core.services.agents import token_hash
+from a2a_core.tokens import token_hash
 
 DISCOVERY_MAX_LIMIT = 200
 
@@ -161,4 +163,80 @@ def agent_list() -> list[Agent]:
         Agent.objects.annotate(busy=_busy()).prefetch_related(
             Prefetch("skills", queryset=Skill.objects.order_by("skill_id"))
         )
+    )
+
+
+# --- tasks as agents see them -------------------------------------------------------------
+
+
+def task_visible(*, task_id: str, agent: Agent, target: Agent | None) -> Task:
+    """A task the agent is a party to (its caller or its target), at `target`'s endpoint
+    (any endpoint when `target` is None, i.e. the hub's own). Anything else is not found —
+    whether it exists or not is nobody else's business."""
+    tasks = Task.objects.filter(pk=task_id).filter(Q(caller=agent) | Q(target=agent))
+    if target is not None:
+        tasks = tasks.filter(target=target)
+    task = tasks.first()
+    if task is None:
+        raise NotFound(f"task {task_id} not found")
+    return task
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    tasks: list[Task]
+    next_page_token: str
+    total_size: int
+
+
+def _encode_cursor(task: Task) -> str:
+    raw = f"{task.status_timestamp.isoformat()}|{task.pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(token: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        moment, task_id = raw.split("|", 1)
+        return datetime.fromisoformat(moment), task_id
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationFailed(
+            "invalid page token",
+            [FieldProblem("pageToken", "not a token this hub issued; start again without it")],
+        ) from None
+
+
+def task_list(
+    *,
+    agent: Agent,
+    target: Agent | None,
+    context_id: str = "",
+    state: str = "",
+    updated_after: datetime | None = None,
+    page_size: int = 50,
+    page_token: str = "",
+) -> TaskPage:
+    """The tasks an agent is a party to, most recently updated first (A2A ListTasks)."""
+    tasks = Task.objects.filter(Q(caller=agent) | Q(target=agent))
+    if target is not None:
+        tasks = tasks.filter(target=target)
+    if context_id:
+        tasks = tasks.filter(context_id=context_id)
+    if state:
+        tasks = tasks.filter(state=state)
+    if updated_after is not None:
+        tasks = tasks.filter(status_timestamp__gt=updated_after)
+    total = tasks.count()
+    if page_token:
+        moment, task_id = _decode_cursor(page_token)
+        tasks = tasks.filter(
+            Q(status_timestamp__lt=moment) | Q(status_timestamp=moment, pk__lt=task_id)
+        )
+    page = list(tasks.order_by("-status_timestamp", "-pk")[: page_size + 1])
+    more = len(page) > page_size
+    page = page[:page_size]
+    return TaskPage(
+        tasks=page,
+        next_page_token=_encode_cursor(page[-1]) if more else "",
+        total_size=total,
     )

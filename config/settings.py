@@ -15,6 +15,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+# The a2a-sdk wraps its methods in OpenTelemetry spans. With no exporter configured they only
+# cost CPU on every call; set this to true (with an OTel SDK installed) to collect them.
+os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+
 
 def env_bool(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)

@@ -2,12 +2,130 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
+import httpx
+import pytest
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.client import Client
+
+from a2a_core import events
+from a2a_core.asyncdb import db
+from a2a_core.services.agents import agent_register
+from tests.agents import ScriptedAgent
 from tests.factories import register
+from tests.servers import ServerThread
 
 
 @pytest.fixture
 def agent_pair(db):
     """Two registered endpoint agents, with their tokens."""
     return register("alpha"), register("beta")
+
+
+@pytest.fixture(scope="session")
+def hub_server(django_db_setup, django_db_blocker) -> Iterator[ServerThread]:
+    """The hub's own ASGI app (config.asgi) served by uvicorn for the whole session."""
+    from config.asgi import application
+
+    server = ServerThread(application).start()
+    yield server
+    server.stop()
+    _close_database_connections()
+
+
+def _close_database_connections() -> None:
+    """Release what the hub's database thread holds, so the test database can be dropped."""
+    from django.db import connections
+
+    from a2a_core.asyncdb import run_on_db_thread
+
+    run_on_db_thread(connections.close_all)
+    for connection in connections.all():
+        if hasattr(connection, "close_pool"):
+            connection.close_pool()
+
+
+def _drain_background_work(timeout: float = 10.0) -> None:
+    """Wait for deliveries still running in the hub; cancel them after `timeout`."""
+    from a2a_core.delivery import dispatch
+
+    deadline = time.monotonic() + timeout
+    while dispatch._pumps and time.monotonic() < deadline:
+        time.sleep(0.02)
+    loop = events._loop
+    if dispatch._pumps and loop is not None and not loop.is_closed():
+        asyncio.run_coroutine_threadsafe(dispatch.stop_pumps(), loop).result(5)
+
+
+@dataclass
+class Hub:
+    """The running hub, seen from a test: register agents, get SDK clients for them."""
+
+    url: str
+    agents: list[ScriptedAgent] = field(default_factory=list)
+    http_clients: list[httpx.AsyncClient] = field(default_factory=list)
+
+    async def register_card(self, card: dict[str, Any], **kwargs: Any) -> tuple[Any, str]:
+        result = await db(agent_register, card=card, **kwargs)
+        assert result.token
+        return result.agent, result.token
+
+    async def caller(self, slug: str = "caller", **kwargs: Any) -> tuple[Any, str]:
+        """A registered agent that only calls (its card points nowhere it serves)."""
+        registration = await db(register, slug, **kwargs)
+        assert registration.token
+        return registration.agent, registration.token
+
+    async def endpoint_agent(self, name: str, **kwargs: Any) -> tuple[ScriptedAgent, Any, str]:
+        """A real a2a-sdk agent server, registered at the hub as an endpoint agent."""
+        scripted = ScriptedAgent(name, **kwargs)
+        agent, token = await self.register_card(scripted.card_json)
+        scripted.start(hub_url=self.url, token=token)
+        self.agents.append(scripted)
+        return scripted, agent, token
+
+    async def client(
+        self,
+        slug: str,
+        token: str,
+        *,
+        binding: str = "JSONRPC",
+        streaming: bool = False,
+        **http: Any,
+    ) -> Client:
+        """The official a2a-sdk client, unchanged, for the agent `slug` through the hub."""
+        headers = {"Authorization": f"Bearer {token}", **http.pop("headers", {})}
+        http_client = httpx.AsyncClient(headers=headers, timeout=http.pop("timeout", 30))
+        self.http_clients.append(http_client)
+        factory = ClientFactory(
+            ClientConfig(
+                streaming=streaming, httpx_client=http_client, supported_protocol_bindings=[binding]
+            )
+        )
+        return await factory.create_from_url(f"{self.url}/a2a/{slug}")
+
+    async def close(self) -> None:
+        for http_client in self.http_clients:
+            await http_client.aclose()
+
+
+@pytest.fixture
+def hub(transactional_db, hub_server) -> Iterator[Hub]:
+    """The live hub with a clean database; agents started by a test are stopped after it."""
+    running = Hub(url=hub_server.url)
+    yield running
+    _drain_background_work()
+    for agent in running.agents:
+        agent.stop()
+
+
+@pytest.fixture
+async def sdk(hub: Hub):
+    """`await sdk(slug, token, binding=..., streaming=...)` -> an SDK client through the hub."""
+    yield hub.client
+    await hub.close()

@@ -43,27 +43,43 @@ class Message(models.Model):
 
     # --- what the hub knows about it -------------------------------------------------------
     direction = models.CharField(max_length=8, choices=Direction, default=Direction.REQUEST)
-    kind = models.CharField(max_length=32, db_index=True)
+    kind = models.CharField(max_length=32)
     envelope = models.JSONField(null=True, blank=True)
     summary = models.CharField(max_length=200, blank=True)
+    # Foreign keys without their own index are covered by the composite indexes below.
     sender = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="messages_sent"
+        Agent,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="messages_sent",
+        db_index=False,
     )
     # A human who spoke through the hub (an operator answering an escalation).
     author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, db_index=False
     )
     target = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="messages_received"
+        Agent,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="messages_received",
+        db_index=False,
     )
     recipients = models.JSONField(default=list, blank=True)
     task = models.ForeignKey(
-        Task, on_delete=models.CASCADE, null=True, blank=True, related_name="messages"
+        Task,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="messages",
+        db_index=False,
     )
     context_id = models.CharField(max_length=128, blank=True, db_index=True)
     correlation_id = models.CharField(max_length=128, blank=True, db_index=True)
     hop = models.PositiveSmallIntegerField(default=1)
-    trace_id = models.CharField(max_length=32, blank=True, db_index=True)
+    trace_id = models.CharField(max_length=32, blank=True)
 
     # --- the coordinator's decision (seed 000 `coordinatorAction`) ----------------------------
     decision = models.CharField(max_length=16, choices=Decision, default=Decision.DELIVER)
@@ -71,7 +87,7 @@ class Message(models.Model):
     decision_detail = models.TextField(blank=True)
     decision_latency_us = models.PositiveIntegerField(null=True, blank=True)
     redirected_to = models.ForeignKey(
-        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
     )
 
     delivery_state = models.CharField(

@@ -62,10 +62,18 @@ class Task(models.Model):
     status_timestamp = models.DateTimeField()
     metadata = models.JSONField(default=dict, blank=True)
 
+    # Foreign keys without their own index are covered by the composite indexes below.
     caller = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, related_name="tasks_called", null=True, blank=True
+        Agent,
+        on_delete=models.PROTECT,
+        related_name="tasks_called",
+        null=True,
+        blank=True,
+        db_index=False,
     )
-    target = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="tasks_received")
+    target = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, related_name="tasks_received", db_index=False
+    )
     skill = models.CharField(max_length=200, blank=True)
 
     # Delegation chain: a call made while working on a task becomes its child.
@@ -73,7 +81,12 @@ class Task(models.Model):
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children"
     )
     root = models.ForeignKey(
-        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="descendants"
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="descendants",
+        db_index=False,
     )
     depth = models.PositiveSmallIntegerField(default=0)
     trace_id = models.CharField(max_length=32, db_index=True)
@@ -122,7 +135,7 @@ class TaskEventKind(models.TextChoices):
 class TaskEvent(models.Model):
     """The ordered log of everything that happened to a task, as it crossed the hub."""
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=TaskEventKind)
     state = models.CharField(max_length=16, choices=TaskState, blank=True)
@@ -139,7 +152,9 @@ class TaskEvent(models.Model):
 
 
 class Artifact(models.Model):
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="artifacts")
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="artifacts", db_index=False
+    )
     artifact_id = models.CharField(max_length=128)
     name = models.CharField(max_length=500, blank=True)
     description = models.TextField(blank=True)

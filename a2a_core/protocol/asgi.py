@@ -11,12 +11,17 @@ from starlette.types import Receive, Scope, Send
 
 from a2a_core import events
 
+A2A_PREFIXES = ("/a2a/", "/.well-known/", "/discover", "/metrics")
+
 
 class HubHttpRouter:
-    """Sends static files to disk and everything else to Django."""
+    """Sends agents' traffic to the A2A app, static files to disk, and the rest to Django."""
 
     def __init__(self, django_app: Callable[..., Awaitable[None]]) -> None:
+        from a2a_core.protocol.app import build_agent_app
+
         self.django_app = django_app
+        self.a2a_app = build_agent_app()
         # The project's static files and the admin's, straight from their packages (no
         # collectstatic step for the embedded hub).
         self.static_app = StaticFiles(
@@ -32,6 +37,9 @@ class HubHttpRouter:
             self._started = True
             await startup()
         path: str = scope["path"]
+        if path.startswith(A2A_PREFIXES) or path == "/a2a":
+            await self.a2a_app(scope, receive, send)
+            return
         if path.startswith(settings.STATIC_URL):
             scope = dict(scope, path=path[len(settings.STATIC_URL) - 1 :], root_path="")
             await self.static_app(scope, receive, send)
@@ -44,6 +52,11 @@ async def startup() -> None:
 
 
 async def shutdown() -> None:
+    from a2a_core.delivery.dispatch import stop_pumps
+    from a2a_core.delivery.endpoint import close_forwarder
+
+    await stop_pumps()
+    await close_forwarder()
     await events.unbind()
 
 

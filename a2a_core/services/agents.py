@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from a2a_core import agent_cache
 from a2a_core.errors import Conflict, FieldProblem, ValidationFailed
 from a2a_core.events import event, publish_many_on_commit
 from a2a_core.models import (
@@ -27,19 +26,12 @@ from a2a_core.models import (
 )
 from a2a_core.schemas.card import SUPPORTED_BINDINGS, CheckedCard, check_card
 from a2a_core.services.audit import audit_record
+from a2a_core.tokens import new_token, token_hash, token_prefix
 
-TOKEN_PREFIX = "a2ah_"
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# /a2a/rest/ is the hub's own REST endpoint.
+RESERVED_SLUGS = frozenset({"rest"})
 VALID_SCOPES = {s.value for s in Scope}
-
-
-def token_hash(token: str) -> str:
-    # Tokens are 256 random bits, so a fast hash is enough; only the hash is stored.
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def _new_token() -> str:
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
 @dataclass(frozen=True)
@@ -54,6 +46,11 @@ class Registration:
 
 def _clean_slug(slug: str | None, card_name: str) -> str:
     value = slug if slug is not None else slugify(card_name)
+    if value in RESERVED_SLUGS:
+        raise ValidationFailed(
+            "invalid agent slug",
+            [FieldProblem("slug", f"{value!r} is reserved by the hub; choose another with --slug")],
+        )
     if not SLUG_RE.match(value):
         raise ValidationFailed(
             "invalid agent slug",
@@ -120,16 +117,20 @@ def _sync_skills(agent: Agent, checked: CheckedCard) -> None:
 
 
 def _issue_token(agent: Agent) -> str:
-    token = _new_token()
+    token = new_token()
     agent.token_hash = token_hash(token)
-    agent.token_prefix = token[: len(TOKEN_PREFIX) + 6]
+    agent.token_prefix = token_prefix(token)
     agent.token_issued_at = timezone.now()
     return token
 
 
 def _agent_event(name: str, agent: Agent) -> list[tuple[str, dict[str, Any]]]:
-    payload = event(name, agent_id=agent.pk, slug=agent.slug, status=agent.status)
-    return [(f"agent.{agent.pk}", payload), ("agents", payload)]
+    """The events announcing a change to an agent. This process forgets its cached copy at
+    commit; other processes when the event reaches them."""
+    agent_id, slug = agent.pk, agent.slug
+    transaction.on_commit(lambda: agent_cache.forget(agent_id=agent_id, slug=slug))
+    payload = event(name, agent_id=agent_id, slug=slug, status=agent.status)
+    return [(f"agent.{agent_id}", payload), ("agents", payload)]
 
 
 @transaction.atomic

@@ -2,22 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from a2a_core.errors import IllegalTransition, NotFound
-from a2a_core.events import event, publish_many_on_commit
+from a2a_core.errors import HubError, IllegalTransition, NotFound
+from a2a_core.events import publish_traffic_on_commit
+from a2a_core.logging import get_logger
 from a2a_core.models import (
+    ACTIVE_STATES,
     ALLOWED_TRANSITIONS,
     TERMINAL_STATES,
+    Artifact,
+    Decision,
+    DeliveryState,
+    Direction,
+    Message,
     Task,
     TaskEvent,
     TaskEventKind,
     TaskState,
 )
+from a2a_core.models.task import new_id
+from a2a_core.schemas.a2a import (
+    HUB_METADATA,
+    ROLE_FROM_WIRE,
+    ROLE_TO_WIRE,
+    text_of,
+    without_hub_metadata,
+)
+from a2a_core.services.classify import classify, message_item, message_row
+from a2a_core.services.rows import insert_values, update_rows, update_values
+
+log = get_logger("tasks")
 
 
 def wire_state(state: str) -> str:
@@ -68,8 +89,11 @@ def status_payload(task: Task) -> dict[str, Any]:
     return status
 
 
-def _traffic_fields(task: Task) -> dict[str, Any]:
+def task_item(task: Task, change: str) -> dict[str, Any]:
+    """A task change as the `traffic` event lists it (plain fields only)."""
     return {
+        "type": "task",
+        "change": change,
         "task_id": task.pk,
         "context_id": task.context_id,
         "state": task.state,
@@ -88,14 +112,8 @@ def record_event(task: Task, *, kind: str, payload: dict[str, Any], state: str =
     )
 
 
-def publish_task_event(task: Task, name: str, **extra: Any) -> None:
-    payload = event(name, **_traffic_fields(task), **extra)
-    groups = [f"task.{task.pk}", "traffic", f"agent.{task.target_id}"]
-    if task.caller_id:
-        groups.append(f"agent.{task.caller_id}")
-    if task.root_id and task.root_id != task.pk:
-        groups.append(f"task.{task.root_id}")
-    publish_many_on_commit([(group, payload) for group in groups])
+def publish_task_change(task: Task, change: str) -> None:
+    publish_traffic_on_commit([task_item(task, change)], {task.pk: task.event_seq})
 
 
 @transaction.atomic
@@ -140,5 +158,492 @@ def task_transition(
             "updated_at",
         ]
     )
-    publish_task_event(task, "task.status")
+    publish_task_change(task, "status")
     return task
+
+
+# --- views: a task as A2A shows it ----------------------------------------------------------
+
+
+def message_view(message: Message, task: Task | None = None) -> dict[str, Any]:
+    """A stored message as an A2A Message (ProtoJSON) in the hub's ids."""
+    view: dict[str, Any] = {
+        "messageId": message.message_id,
+        "role": ROLE_TO_WIRE[message.role],
+        "parts": message.parts,
+    }
+    context_id = task.context_id if task else message.context_id
+    if context_id:
+        view["contextId"] = context_id
+    if task is not None:
+        view["taskId"] = task.pk
+    elif message.task_id:
+        view["taskId"] = message.task_id
+    if message.metadata:
+        view["metadata"] = message.metadata
+    if message.extensions:
+        view["extensions"] = message.extensions
+    if message.reference_task_ids:
+        view["referenceTaskIds"] = message.reference_task_ids
+    return view
+
+
+def artifact_view(artifact: Artifact) -> dict[str, Any]:
+    view: dict[str, Any] = {"artifactId": artifact.artifact_id, "parts": artifact.parts}
+    if artifact.name:
+        view["name"] = artifact.name
+    if artifact.description:
+        view["description"] = artifact.description
+    if artifact.metadata:
+        view["metadata"] = artifact.metadata
+    if artifact.extensions:
+        view["extensions"] = artifact.extensions
+    return view
+
+
+def task_view(
+    task: Task, *, history_length: int | None = None, include_artifacts: bool = True
+) -> dict[str, Any]:
+    """The task as an A2A Task (ProtoJSON). `history_length`: None = all, 0 = none, n = last n."""
+    view: dict[str, Any] = {
+        "id": task.pk,
+        "contextId": task.context_id,
+        "status": status_payload(task),
+    }
+    if include_artifacts:
+        artifacts = [artifact_view(a) for a in task.artifacts.all()]
+        if artifacts:
+            view["artifacts"] = artifacts
+    if history_length != 0:
+        messages = task.messages.exclude(decision=Decision.REJECT).order_by("created_at", "pk")
+        if history_length:
+            messages = messages.reverse()[:history_length]
+            history = [message_view(m, task) for m in reversed(list(messages))]
+        else:
+            history = [message_view(m, task) for m in messages]
+        if history:
+            view["history"] = history
+    metadata = dict(task.metadata)
+    if task.parent_id or task.depth:
+        metadata[HUB_METADATA] = {
+            "parentTaskId": task.parent_id,
+            "rootTaskId": task.root_id,
+            "depth": task.depth,
+            "traceId": task.trace_id,
+        }
+    if metadata:
+        view["metadata"] = metadata
+    return view
+
+
+# --- recording what an agent reported -----------------------------------------------------
+
+RequestRef = tuple[int, datetime]  # (pk, created_at) of the request message being answered
+
+
+class _UnitOfWork:
+    """Changes to several locked tasks, written together: replies and events in one INSERT
+    each, tasks and request messages in one UPDATE each."""
+
+    def __init__(self, task_ids: Sequence[str]) -> None:
+        # Rows are locked in id order so two batches never wait on each other in a cycle.
+        self.tasks: dict[str, Task] = {
+            t.pk: t
+            for t in Task.objects.select_for_update().filter(pk__in=set(task_ids)).order_by("pk")
+        }
+        self.replies: list[tuple[Message, Task]] = []
+        # (task, seq, kind, state, payload, created_at) rows for the event log
+        self.events: list[tuple[Any, ...]] = []
+        self.touched: dict[str, Task] = {}
+        # request message pk -> [delivery_state, responded_at, latency_ms]
+        self.answers: dict[int, list[Any]] = {}
+        self._seen: dict[str, set[str]] = {}
+
+    def recording(self, task_id: str, request: RequestRef | None) -> _Recording:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise NotFound(f"task {task_id} does not exist")
+        return _Recording(self, task, request)
+
+    def seen(self, task: Task) -> set[str]:
+        if task.pk not in self._seen:
+            # Status updates always come with the replies they carry, so a task without any
+            # recorded event has no recorded reply either.
+            self._seen[task.pk] = (
+                set(
+                    task.messages.filter(direction=Direction.REPLY).values_list(
+                        "message_id", flat=True
+                    )
+                )
+                if task.event_seq
+                else set()
+            )
+        return self._seen[task.pk]
+
+    def flush(self) -> None:
+        items: list[dict[str, Any]] = []
+        if self.replies:
+            Message.objects.bulk_create([row for row, _ in self.replies])
+            items.extend(message_item(row, task) for row, task in self.replies)
+        insert_values(TaskEvent, _EVENT_FIELDS, self.events)
+        if self.touched:
+            update_rows(list(self.touched.values()), _TASK_FIELDS)
+            items.extend(task_item(task, "updated") for task in self.touched.values())
+        # Rows not answered yet only change their delivery state: an earlier answer time is
+        # never overwritten.
+        answered = [(pk, row) for pk, row in self.answers.items() if row[1] is not None]
+        delivered = [(pk, row[:1]) for pk, row in self.answers.items() if row[1] is None]
+        update_values(Message, _ANSWER_FIELDS, answered)
+        update_values(Message, _ANSWER_FIELDS[:1], delivered)
+        publish_traffic_on_commit(items, {t.pk: t.event_seq for t in self.touched.values()})
+
+
+_EVENT_FIELDS = ["task", "seq", "kind", "state", "payload", "created_at"]
+_ANSWER_FIELDS = ["delivery_state", "responded_at", "latency_ms"]
+_TASK_FIELDS = [
+    "state",
+    "status_message",
+    "status_timestamp",
+    "reason",
+    "event_seq",
+    "remote_task_id",
+    "remote_context_id",
+    "deadline",
+    "updated_at",
+]
+
+
+class _Recording:
+    """What one agent answer changes on one task, collected in a unit of work."""
+
+    def __init__(self, work: _UnitOfWork, task: Task, request: RequestRef | None) -> None:
+        self.work = work
+        self.task = task
+        self.request = request
+
+    def reply(self, message: dict[str, Any]) -> None:
+        """Store an agent's message on the task once (agents repeat them in events and history)."""
+        message_id = str(message.get("messageId") or "")
+        seen = self.work.seen(self.task)
+        if not message_id or message_id in seen:
+            return
+        if ROLE_FROM_WIRE.get(str(message.get("role")), "agent") != "agent":
+            return
+        seen.add(message_id)
+        task = self.task
+        kind, envelope, summary = classify(message, default_kind="response", strict=False)
+        row = message_row(
+            message,
+            role="agent",
+            direction=Direction.REPLY,
+            task=task,
+            kind=kind,
+            envelope=envelope,
+            summary=summary,
+            sender_id=task.target_id,
+            target_id=task.caller_id,
+            correlation_id=str((envelope or {}).get("correlationId") or "")[:128],
+            delivery_state=DeliveryState.DELIVERED,
+        )
+        self.work.replies.append((row, task))
+
+    def event(self, kind: str, payload: dict[str, Any], state: str = "") -> None:
+        self.task.event_seq += 1
+        self.work.events.append(
+            (self.task.pk, self.task.event_seq, kind, state, payload, timezone.now())
+        )
+
+    def status(self, status: dict[str, Any], *, reason: str = "") -> bool:
+        """Apply an agent-reported status; False if it changes nothing or the state machine
+        refuses it (the task stays as it was)."""
+        task = self.task
+        try:
+            state = state_from_wire(str(status.get("state", "")))
+        except ValueError:
+            log.warning(
+                "agent reported an unknown state", extra={"task_id": task.pk, "status": status}
+            )
+            return False
+        message = status.get("message")
+        if isinstance(message, dict):
+            self.reply(message)
+        if state == task.state and (
+            state in TERMINAL_STATES
+            or state == TaskState.SUBMITTED
+            or not isinstance(message, dict)
+        ):
+            return False
+        try:
+            check_transition(task.pk, task.state, state)
+        except IllegalTransition as exc:
+            log.warning(
+                "agent reported an illegal transition",
+                extra={"task_id": task.pk, "error": str(exc)},
+            )
+            return False
+        task.state = state
+        task.status_message = _hub_ids(message, task) if isinstance(message, dict) else None
+        task.status_timestamp = timezone.now()
+        if state in TERMINAL_STATES:
+            text = text_of(message.get("parts", [])) if isinstance(message, dict) else ""
+            task.reason = reason or text
+        update = {"taskId": task.pk, "contextId": task.context_id, "status": status_payload(task)}
+        self.event(TaskEventKind.STATUS, {"statusUpdate": update}, state)
+        return True
+
+    def artifact(self, artifact: dict[str, Any], *, append: bool, last_chunk: bool) -> None:
+        task = self.task
+        artifact_id = str(artifact.get("artifactId") or new_id())
+        row = Artifact.objects.filter(task=task, artifact_id=artifact_id).first()
+        parts = artifact.get("parts") or []
+        if row is None:
+            row = Artifact(task=task, artifact_id=artifact_id, parts=[])
+        row.parts = [*row.parts, *parts] if append and row.pk else list(parts)
+        row.name = artifact.get("name", row.name) or ""
+        row.description = artifact.get("description", row.description) or ""
+        row.metadata = artifact.get("metadata", row.metadata) or {}
+        row.extensions = artifact.get("extensions", row.extensions) or []
+        row.complete = last_chunk or not append
+        row.save()
+        update: dict[str, Any] = {
+            "taskId": task.pk,
+            "contextId": task.context_id,
+            "artifact": {**artifact, "artifactId": artifact_id},
+        }
+        if append:
+            update["append"] = True
+        if last_chunk:
+            update["lastChunk"] = True
+        self.event(TaskEventKind.ARTIFACT, {"artifactUpdate": update})
+
+    def learn_remote_ids(self, remote_task_id: Any, remote_context_id: Any) -> None:
+        if remote_task_id and not self.task.remote_task_id:
+            self.task.remote_task_id = str(remote_task_id)
+        if remote_context_id and not self.task.remote_context_id:
+            self.task.remote_context_id = str(remote_context_id)
+
+    def done(
+        self, *, delivery: str = DeliveryState.DELIVERED, deadline: datetime | None = None
+    ) -> None:
+        """Mark the task changed, and its request messages `delivery` (delivered, or failed when
+        the hub gave up) and — unless the task is still submitted or working — answered, with
+        their latency."""
+        task = self.task
+        task.updated_at = timezone.now()
+        if deadline is not None and task.state not in TERMINAL_STATES:
+            task.deadline = deadline
+        self.work.touched[task.pk] = task
+        answered = task.state not in ACTIVE_STATES
+        now = timezone.now()
+        pending: list[tuple[int, datetime, str]]
+        if self.request is not None:
+            pending = [(*self.request, DeliveryState.PENDING)]
+        else:
+            pending = list(
+                task.messages.filter(
+                    direction=Direction.REQUEST, responded_at__isnull=True
+                ).values_list("pk", "created_at", "delivery_state")
+            )
+        for pk, created_at, current in pending:
+            row = self.work.answers.setdefault(pk, [current, None, None])
+            # A message the agent already received stays delivered when the hub gives up.
+            if row[0] == DeliveryState.PENDING or delivery == DeliveryState.DELIVERED:
+                row[0] = delivery
+            if answered and row[1] is None:
+                row[1] = now
+                row[2] = max(0, int((now - created_at).total_seconds() * 1000))
+
+
+def _hub_ids(message: dict[str, Any], task: Task) -> dict[str, Any]:
+    view = {k: v for k, v in message.items() if k not in ("taskId", "contextId")}
+    view["taskId"], view["contextId"] = task.pk, task.context_id
+    if "metadata" in view:
+        view["metadata"] = without_hub_metadata(view["metadata"])
+        if not view["metadata"]:
+            del view["metadata"]
+    return view
+
+
+# --- what agents answered, recorded in batches ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A whole Task an endpoint agent returned; the result is the task as the caller sees it."""
+
+    task_id: str
+    remote: dict[str, Any]
+    history_length: int | None = None
+    request: RequestRef | None = None
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One StreamResponse an endpoint agent streamed; the result is None."""
+
+    task_id: str
+    event: dict[str, Any]
+    deadline: datetime | None = None
+    request: RequestRef | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A Message an endpoint agent answered with (no task); the result is that message."""
+
+    task_id: str
+    message: dict[str, Any]
+    request: RequestRef | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The hub gives up on a task (agent down, timeout, lost worker, canceled)."""
+
+    task_id: str
+    reason: str
+    state: str = TaskState.FAILED
+
+
+Record = Snapshot | StreamEvent | Reply | Failure
+
+
+def _apply(work: _UnitOfWork, op: Record) -> Any:
+    rec = work.recording(op.task_id, getattr(op, "request", None))
+    task = rec.task
+    if isinstance(op, Snapshot):
+        rec.learn_remote_ids(op.remote.get("id"), op.remote.get("contextId"))
+        for message in op.remote.get("history") or []:
+            rec.reply(message)
+        for artifact in op.remote.get("artifacts") or []:
+            existing = Artifact.objects.filter(
+                task=task, artifact_id=artifact.get("artifactId")
+            ).first()
+            if existing is None or existing.parts != artifact.get("parts"):
+                rec.artifact(artifact, append=False, last_chunk=True)
+        rec.status(op.remote.get("status") or {})
+        rec.done()
+        return None  # the view is built once everything is written
+    if isinstance(op, StreamEvent):
+        event = op.event
+        if "task" in event:
+            remote = event["task"]
+            rec.learn_remote_ids(remote.get("id"), remote.get("contextId"))
+            for message in remote.get("history") or []:
+                rec.reply(message)
+            rec.status(remote.get("status") or {})
+        elif "statusUpdate" in event:
+            update = event["statusUpdate"]
+            rec.learn_remote_ids(update.get("taskId"), update.get("contextId"))
+            rec.status(update.get("status") or {})
+        elif "artifactUpdate" in event:
+            update = event["artifactUpdate"]
+            rec.learn_remote_ids(update.get("taskId"), update.get("contextId"))
+            if task.state not in TERMINAL_STATES:
+                rec.artifact(
+                    update.get("artifact") or {},
+                    append=bool(update.get("append")),
+                    last_chunk=bool(update.get("lastChunk")),
+                )
+        elif "message" in event:
+            # An agent that answers a stream with a message ends the exchange with it.
+            rec.reply(event["message"])
+            if task.state not in TERMINAL_STATES:
+                rec.status({"state": "TASK_STATE_COMPLETED"})
+        rec.done(deadline=op.deadline)
+        return None
+    if isinstance(op, Reply):
+        rec.reply(op.message)
+        if task.state not in TERMINAL_STATES:
+            rec.status({"state": "TASK_STATE_COMPLETED"})
+        rec.done()
+        return {k: v for k, v in _hub_ids(op.message, task).items() if k != "taskId"}
+    if task.state not in TERMINAL_STATES:
+        task.state = op.state
+        task.status_message = {
+            "messageId": new_id(),
+            "role": "ROLE_AGENT",
+            "parts": [{"text": op.reason}],
+            "taskId": task.pk,
+            "contextId": task.context_id,
+        }
+        task.status_timestamp = timezone.now()
+        task.reason = op.reason
+        update = {"taskId": task.pk, "contextId": task.context_id, "status": status_payload(task)}
+        rec.event(TaskEventKind.STATUS, {"statusUpdate": update}, op.state)
+        rec.done(delivery=DeliveryState.FAILED)
+    return None
+
+
+def record_batch(ops: Sequence[Record]) -> list[Any]:
+    """Record what agents answered for any number of tasks (call inside a transaction).
+
+    Returns one result per op in order (see each op type), or the `HubError` for an op that
+    could not apply (its task does not exist). Ops for the same task apply in order.
+    """
+    results: list[Any] = []
+    work = _UnitOfWork([op.task_id for op in ops])
+    for op in ops:
+        try:
+            results.append(_apply(work, op))
+        except HubError as exc:
+            results.append(exc)
+    work.flush()
+    for i, op in enumerate(ops):
+        if isinstance(op, Snapshot) and not isinstance(results[i], HubError):
+            results[i] = task_view(work.tasks[op.task_id], history_length=op.history_length)
+        elif isinstance(op, Failure) and not isinstance(results[i], HubError):
+            results[i] = task_view(work.tasks[op.task_id])
+    return results
+
+
+def tasks_record(ops: Sequence[Record]) -> list[Any]:
+    """`record_batch` in its own transaction."""
+    with transaction.atomic():
+        return record_batch(ops)
+
+
+def _one(op: Record) -> Any:
+    [result] = tasks_record([op])
+    if isinstance(result, HubError):
+        raise result
+    return result
+
+
+def task_record_snapshot(
+    *,
+    task_id: str,
+    remote: dict[str, Any],
+    history_length: int | None = None,
+    request: RequestRef | None = None,
+) -> dict[str, Any]:
+    """Record a whole Task an endpoint agent returned (its ids are the agent's own): its new
+    messages and artifacts, its status through the state machine. Returns the task in hub ids."""
+    result: dict[str, Any] = _one(Snapshot(task_id, remote, history_length, request))
+    return result
+
+
+def task_record_stream_event(
+    *,
+    task_id: str,
+    event: dict[str, Any],
+    deadline: datetime | None = None,
+    request: RequestRef | None = None,
+) -> None:
+    """Record one streamed StreamResponse (agent's ids). Only changes reach the event log."""
+    _one(StreamEvent(task_id, event, deadline, request))
+
+
+def task_record_reply(
+    *, task_id: str, message: dict[str, Any], request: RequestRef | None = None
+) -> dict[str, Any]:
+    """An endpoint agent answered with a Message instead of a task: store it, complete the
+    hub's task with it, and return the message as the caller sees it (no task id)."""
+    result: dict[str, Any] = _one(Reply(task_id, message, request))
+    return result
+
+
+def task_fail(*, task_id: str, reason: str, state: str = TaskState.FAILED) -> dict[str, Any]:
+    """End a task the hub gives up on, saying why; a terminal task is left as it is."""
+    result: dict[str, Any] = _one(Failure(task_id, reason, state))
+    return result

@@ -12,8 +12,8 @@ from a2a_core.services.agents import (
     agent_resume,
     agent_suspend,
     agent_token_rotate,
-    token_hash,
 )
+from a2a_core.tokens import token_hash
 from tests.factories import make_card, make_inbox_card
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,64 @@
+"""Group commit: what many concurrent requests write, written in one transaction.
+
+A `Batcher` takes items from any number of coroutines and hands whatever is waiting — one item
+when the hub is quiet, dozens under load — to a sync batch function on the database thread.
+The batch function returns one result (or exception) per item, in order; each submitter gets
+its own. Nothing waits for a batch to fill, so a lone request is not delayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from a2a_core.asyncdb import db
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+BatchFn = Callable[[Sequence[In]], list["Out | Exception"]]
+
+
+class Batcher[In, Out]:
+    def __init__(
+        self, process: Callable[[Sequence[In]], list[Out | Exception]], *, max_batch: int = 64
+    ) -> None:
+        self.process = process
+        self.max_batch = max_batch
+        self._queues: dict[
+            asyncio.AbstractEventLoop, asyncio.Queue[tuple[In, asyncio.Future[Out]]]
+        ] = {}
+        self._workers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+
+    async def submit(self, item: In) -> Out:
+        """Queue `item`; return its result or raise its exception once its batch commits."""
+        loop = asyncio.get_running_loop()
+        queue = self._queues.get(loop)
+        worker = self._workers.get(loop)
+        if queue is None or worker is None or worker.done():
+            for old in [lp for lp in self._queues if lp.is_closed()]:
+                self._queues.pop(old, None)
+                self._workers.pop(old, None)
+            queue = self._queues[loop] = asyncio.Queue()
+            self._workers[loop] = loop.create_task(self._work(queue), name="hub-batcher")
+        future: asyncio.Future[Out] = loop.create_future()
+        queue.put_nowait((item, future))
+        return await future
+
+    async def _work(self, queue: asyncio.Queue[tuple[In, asyncio.Future[Out]]]) -> None:
+        while True:
+            batch = [await queue.get()]
+            while len(batch) < self.max_batch and not queue.empty():
+                batch.append(queue.get_nowait())
+            try:
+                results = await db(self.process, [item for item, _ in batch])
+            except Exception as exc:
+                results = [exc] * len(batch)
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():
+                    continue
+                if isinstance(result, Exception):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)

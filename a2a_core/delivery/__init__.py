@@ -1,0 +1,1 @@
+"""Getting work to agents: forwarding to endpoint agents, inbox deliveries, push notifications."""

@@ -1,0 +1,500 @@
+"""What happens to each A2A call at the hub: accept, deliver, record, answer.
+
+Every call is committed before anything is delivered. Endpoint agents are called with the
+a2a-sdk client; what they answer is recorded and relayed in the hub's ids. Streams — to the
+caller of SendStreamingMessage and to every SubscribeToTask subscriber alike — are read from
+the task's recorded event log, woken by the channel layer, so all of them see the same
+events in the same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, timedelta
+from typing import Any
+
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+)
+from a2a.types.a2a_pb2 import (
+    TaskState as WireState,
+)
+from a2a.utils.errors import (
+    A2AError,
+    TaskNotCancelableError,
+    UnsupportedOperationError,
+)
+from channels.layers import get_channel_layer
+from django.utils import timezone
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from a2a_core import selectors
+from a2a_core.asyncdb import db
+from a2a_core.batching import Batcher
+from a2a_core.delivery.endpoint import (
+    AgentRefused,
+    AgentTimeout,
+    forwarder,
+    traceparent,
+)
+from a2a_core.errors import FieldProblem, PermissionDenied, TargetUnavailable, ValidationFailed
+from a2a_core.logging import get_logger
+from a2a_core.models import (
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    Agent,
+    DeliveryMode,
+    TaskEvent,
+    TaskEventKind,
+    TaskState,
+)
+from a2a_core.models import (
+    Scope as AgentScope,
+)
+from a2a_core.models import Task as TaskRow
+from a2a_core.schemas.a2a import HUB_METADATA
+from a2a_core.services.messages import Accepted, Inbound, message_duplicate_view
+from a2a_core.services.tasks import (
+    Failure,
+    Record,
+    Reply,
+    Snapshot,
+    StreamEvent,
+    state_from_wire,
+    task_view,
+)
+from a2a_core.services.writes import Write, writes_commit
+
+log = get_logger("dispatch")
+
+# Group commit: concurrent calls' writes share transactions (see a2a_core/batching.py).
+_writes: Batcher[Write, Any] = Batcher(writes_commit)
+
+
+async def record(op: Record) -> Any:
+    return await _writes.submit(op)
+
+
+async def fail(task_id: str, reason: str, state: str = TaskState.FAILED) -> dict[str, Any]:
+    result: dict[str, Any] = await _writes.submit(Failure(task_id, reason, state))
+    return result
+
+
+# How often a stream re-reads the event log when no event arrives (the bus is best effort).
+POLL_SECONDS = 2.0
+MAX_PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class Call:
+    """Who calls whom: the authenticated caller and the agent whose endpoint was called
+    (None for the hub's own endpoint), with the request's headers (lower-cased names)."""
+
+    caller: Agent
+    target: Agent | None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def agent(self) -> Agent:
+        if self.target is None:
+            raise UnsupportedOperationError(
+                "address an agent: send messages to /a2a/<agent>/, not to the hub itself"
+            )
+        return self.target
+
+
+def _task(view: dict[str, Any]) -> Task:
+    return ParseDict(view, Task(), ignore_unknown_fields=True)
+
+
+def _stream_item(payload: dict[str, Any]) -> Any:
+    response = ParseDict(payload, StreamResponse(), ignore_unknown_fields=True)
+    return getattr(response, response.WhichOneof("payload") or "task")
+
+
+def _history_length(value: Any, has: bool) -> int | None:
+    if not has:
+        return None
+    if value < 0:
+        raise ValidationFailed(
+            "invalid historyLength",
+            [FieldProblem("historyLength", f"must be a non-negative integer, got {value}")],
+        )
+    return int(value)
+
+
+def forwarded(original: Message, accepted: Accepted) -> Message:
+    """The caller's message as it goes on to an endpoint agent: the agent's own task and
+    context ids, and the hub's fields under `metadata.a2aHub`."""
+    message = Message()
+    message.CopyFrom(original)
+    message.task_id = accepted.remote_task_id
+    message.context_id = accepted.remote_context_id
+    message.metadata.update({HUB_METADATA: accepted.hub_fields})
+    return message
+
+
+def _reply(answer: Message, accepted: Accepted) -> Message:
+    """An agent's direct answer as the caller sees it: the hub's context, no task."""
+    reply = Message()
+    reply.CopyFrom(answer)
+    reply.context_id = accepted.context_id
+    reply.task_id = ""
+    if HUB_METADATA in reply.metadata:
+        del reply.metadata[HUB_METADATA]
+    return reply
+
+
+def _headers_for(call: Call, accepted: Accepted) -> dict[str, str]:
+    return {
+        "traceparent": traceparent(accepted.trace_id),
+        "A2A-Hub-Task-Id": accepted.task_id,
+        "A2A-Hub-Caller": call.caller.slug,
+    }
+
+
+async def _accept(call: Call, request: SendMessageRequest) -> Accepted:
+    target = call.agent
+    if not target.has_scope(AgentScope.RECEIVE):
+        raise PermissionDenied(
+            f"{target.slug} does not accept calls (its token lacks the a2a:receive scope)",
+            details={"agent": target.slug, "missingScope": AgentScope.RECEIVE.value},
+        )
+    accepted: Accepted = await _writes.submit(
+        Inbound(
+            caller=call.caller,
+            target=target,
+            message=MessageToDict(request.message),
+            request_metadata=MessageToDict(request.metadata)
+            if request.HasField("metadata")
+            else {},
+            parent_hint=call.headers.get("a2a-hub-parent-task", ""),
+            traceparent=call.headers.get("traceparent", ""),
+        )
+    )
+    return accepted
+
+
+def _ref(accepted: Accepted) -> tuple[int, Any]:
+    return accepted.message_pk, accepted.message_created_at
+
+
+def _relay_refusal(agent: Agent, exc: AgentRefused) -> A2AError:
+    error = exc.error
+    return type(error)(f"{agent.slug}: {error.message}", data=error.data)
+
+
+# --- SendMessage --------------------------------------------------------------------------
+
+
+async def send_message(call: Call, request: SendMessageRequest) -> Task | Message:
+    """Blocking: answer when the task is done or needs input. `returnImmediately`: answer at
+    once with the submitted task while the hub delivers it in the background."""
+    config = request.configuration
+    history_length = _history_length(config.history_length, config.HasField("history_length"))
+    accepted = await _accept(call, request)
+    if accepted.duplicate:
+        return _task(
+            await db(
+                message_duplicate_view, task_id=accepted.task_id, history_length=history_length
+            )
+        )
+    target = call.agent
+    if target.delivery_mode != DeliveryMode.ENDPOINT:
+        raise UnsupportedOperationError(
+            f"{target.slug} is an inbox agent; inbox delivery is not enabled"
+        )
+    if config.return_immediately:
+        start_pump(
+            call,
+            accepted,
+            request.message,
+            accepted_output_modes=list(config.accepted_output_modes),
+        )
+        return _task(
+            await db(
+                message_duplicate_view, task_id=accepted.task_id, history_length=history_length
+            )
+        )
+    return await _forward_blocking(
+        call, accepted, request.message, history_length, list(config.accepted_output_modes)
+    )
+
+
+async def _forward_blocking(
+    call: Call,
+    accepted: Accepted,
+    message: Message,
+    history_length: int | None,
+    output_modes: list[str],
+) -> Task | Message:
+    target = call.agent
+    try:
+        async for answer in forwarder().send(
+            target,
+            forwarded(message, accepted),
+            streaming=False,
+            headers=_headers_for(call, accepted),
+            wait_seconds=accepted.timeout,
+            accepted_output_modes=output_modes,
+        ):
+            if answer.HasField("message"):
+                await record(Reply(accepted.task_id, MessageToDict(answer.message), _ref(accepted)))
+                return _reply(answer.message, accepted)
+            remote = MessageToDict(answer.task)
+            view = await record(Snapshot(accepted.task_id, remote, history_length, _ref(accepted)))
+            return _task(view)
+        raise TargetUnavailable(f"{target.slug} answered nothing")
+    except AgentTimeout as exc:
+        return _task(await fail(accepted.task_id, exc.message))
+    except AgentRefused as exc:
+        await fail(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
+        raise _relay_refusal(target, exc) from None
+    except TargetUnavailable as exc:
+        await fail(accepted.task_id, f"{target.slug} {exc.message}")
+        raise TargetUnavailable(
+            f"{target.slug} {exc.message}",
+            details={"agent": target.slug, "taskId": accepted.task_id},
+        ) from None
+
+
+# --- delivery in the background (streams and returnImmediately) ----------------------------
+
+_pumps: set[asyncio.Task[None]] = set()
+
+
+def start_pump(
+    call: Call, accepted: Accepted, message: Message, *, accepted_output_modes: list[str]
+) -> None:
+    """Deliver in the background, recording every event the agent streams back."""
+    pump = asyncio.get_running_loop().create_task(
+        _pump(call, accepted, forwarded(message, accepted), accepted_output_modes),
+        name=f"deliver-{accepted.task_id}",
+    )
+    _pumps.add(pump)
+    pump.add_done_callback(_pumps.discard)
+
+
+async def _pump(call: Call, accepted: Accepted, message: Message, output_modes: list[str]) -> None:
+    target = call.agent
+    try:
+        async for event in forwarder().send(
+            target,
+            message,
+            streaming=True,
+            headers=_headers_for(call, accepted),
+            wait_seconds=accepted.timeout,
+            accepted_output_modes=output_modes,
+        ):
+            deadline = timezone.now() + timedelta(seconds=accepted.timeout)
+            await record(
+                StreamEvent(accepted.task_id, MessageToDict(event), deadline, _ref(accepted))
+            )
+    except AgentTimeout as exc:
+        await fail(accepted.task_id, exc.message)
+    except AgentRefused as exc:
+        await fail(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
+    except TargetUnavailable as exc:
+        await fail(accepted.task_id, f"{target.slug} {exc.message}")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("delivery failed", extra={"task_id": accepted.task_id})
+        await fail(accepted.task_id, "the hub could not deliver this task")
+
+
+async def stop_pumps() -> None:
+    for pump in list(_pumps):
+        pump.cancel()
+    await asyncio.gather(*_pumps, return_exceptions=True)
+
+
+# --- streams ------------------------------------------------------------------------------
+
+
+def _events_after(task_id: str, seq: int) -> tuple[list[tuple[int, str, dict[str, Any]]], str]:
+    rows = list(
+        TaskEvent.objects.filter(task_id=task_id, seq__gt=seq)
+        .order_by("seq")
+        .values_list("seq", "kind", "payload")
+    )
+    state = TaskRow.objects.filter(pk=task_id).values_list("state", flat=True).first() or ""
+    return rows, state
+
+
+def _snapshot(task_id: str, history_length: int | None) -> tuple[dict[str, Any], int, str]:
+    task = TaskRow.objects.get(pk=task_id)
+    return task_view(task, history_length=history_length), task.event_seq, task.state
+
+
+async def follow(
+    task_id: str, *, after: int, stop_on_interrupt: bool
+) -> AsyncIterator[dict[str, Any]]:
+    """Yield the task's status and artifact events after `after`, in order, until it ends."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel() if layer else ""
+    if layer:
+        await layer.group_add(f"task.{task_id}", channel)
+    try:
+        last = after
+        while True:
+            rows, state = await db(_events_after, task_id, last)
+            for seq, kind, payload in rows:
+                last = seq
+                if kind in (TaskEventKind.STATUS, TaskEventKind.ARTIFACT):
+                    yield payload
+            if state in TERMINAL_STATES or (stop_on_interrupt and state in INTERRUPTED_STATES):
+                return
+            try:
+                async with asyncio.timeout(POLL_SECONDS):
+                    if layer:
+                        await layer.receive(channel)
+                    else:
+                        await asyncio.sleep(POLL_SECONDS)
+            except TimeoutError:
+                pass
+    finally:
+        if layer:
+            await layer.group_discard(f"task.{task_id}", channel)
+
+
+async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterator[Any]:
+    """SendStreamingMessage: the task first, then its events until it ends or needs input."""
+    accepted = await _accept(call, request)
+    view, seq, state = await db(_snapshot, accepted.task_id, None)
+    yield _task(view)
+    if accepted.duplicate:
+        if state in TERMINAL_STATES or state in INTERRUPTED_STATES:
+            return
+    else:
+        target = call.agent
+        if target.delivery_mode != DeliveryMode.ENDPOINT:
+            raise UnsupportedOperationError(
+                f"{target.slug} is an inbox agent; inbox delivery is not enabled"
+            )
+        start_pump(
+            call,
+            accepted,
+            request.message,
+            accepted_output_modes=list(request.configuration.accepted_output_modes),
+        )
+    async for payload in follow(accepted.task_id, after=seq, stop_on_interrupt=True):
+        yield _stream_item(payload)
+
+
+async def subscribe(call: Call, request: SubscribeToTaskRequest) -> AsyncIterator[Any]:
+    """SubscribeToTask: the task as it is now, then its events until it reaches a terminal state."""
+    task = await db(
+        selectors.task_visible, task_id=request.id, agent=call.caller, target=call.target
+    )
+    if task.state in TERMINAL_STATES:
+        raise UnsupportedOperationError(
+            f"task {task.pk} is {task.state}; there is nothing to follow"
+        )
+    view, seq, _ = await db(_snapshot, task.pk, None)
+    yield _task(view)
+    async for payload in follow(task.pk, after=seq, stop_on_interrupt=False):
+        yield _stream_item(payload)
+
+
+# --- reads and cancel ---------------------------------------------------------------------
+
+
+async def get_task(call: Call, request: GetTaskRequest) -> Task:
+    history_length = _history_length(request.history_length, request.HasField("history_length"))
+
+    def read() -> dict[str, Any]:
+        task = selectors.task_visible(task_id=request.id, agent=call.caller, target=call.target)
+        return task_view(task, history_length=history_length)
+
+    return _task(await db(read))
+
+
+async def list_tasks(call: Call, request: ListTasksRequest) -> ListTasksResponse:
+    problems = []
+    page_size = request.page_size if request.HasField("page_size") else 50
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        problems.append(
+            FieldProblem(
+                "pageSize", f"must be between 1 and {MAX_PAGE_SIZE} inclusive, got {page_size}"
+            )
+        )
+    history_length = None
+    try:
+        history_length = _history_length(request.history_length, request.HasField("history_length"))
+    except ValidationFailed as exc:
+        problems.extend(exc.problems)
+    state = ""
+    if request.status:
+        state = state_from_wire(WireState.Name(request.status))
+    if problems:
+        raise ValidationFailed("invalid ListTasks parameters", problems)
+    after = (
+        request.status_timestamp_after.ToDatetime(tzinfo=UTC)
+        if request.HasField("status_timestamp_after")
+        else None
+    )
+    include_artifacts = (
+        request.include_artifacts if request.HasField("include_artifacts") else False
+    )
+
+    def read() -> dict[str, Any]:
+        page = selectors.task_list(
+            agent=call.caller,
+            target=call.target,
+            context_id=request.context_id,
+            state=state,
+            updated_after=after,
+            page_size=page_size,
+            page_token=request.page_token,
+        )
+        return {
+            "tasks": [
+                task_view(t, history_length=history_length, include_artifacts=include_artifacts)
+                for t in page.tasks
+            ],
+            "nextPageToken": page.next_page_token,
+            "pageSize": page_size,
+            "totalSize": page.total_size,
+        }
+
+    return ParseDict(await db(read), ListTasksResponse(), ignore_unknown_fields=True)
+
+
+async def cancel_task(call: Call, request: CancelTaskRequest) -> Task:
+    task = await db(
+        selectors.task_visible, task_id=request.id, agent=call.caller, target=call.target
+    )
+    if task.state in TERMINAL_STATES:
+        raise TaskNotCancelableError(f"task {task.pk} is already {task.state}")
+    target: Agent = await db(lambda: task.target)
+    reason = f"canceled by {call.caller.slug}"
+    if target.delivery_mode == DeliveryMode.ENDPOINT and task.remote_task_id:
+        try:
+            remote = await forwarder().cancel(
+                target,
+                task.remote_task_id,
+                headers={"traceparent": traceparent(task.trace_id), "A2A-Hub-Task-Id": task.pk},
+                wait_seconds=10.0,
+            )
+        except AgentRefused as exc:
+            if isinstance(exc.error, TaskNotCancelableError):
+                raise TaskNotCancelableError(f"{target.slug}: {exc.error.message}") from None
+            raise _relay_refusal(target, exc) from None
+        except (AgentTimeout, TargetUnavailable) as exc:
+            reason = f"canceled at the hub by {call.caller.slug}; {target.slug} {exc.message}"
+        else:
+            view = await record(Snapshot(task.pk, remote))
+            if view["status"]["state"] == "TASK_STATE_CANCELED":
+                return _task(view)
+    return _task(await fail(task.pk, reason, TaskState.CANCELED))

@@ -1,0 +1,214 @@
+"""Forwarding calls to endpoint agents with the official a2a-sdk client."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import aiohttp
+import httpx
+from a2a.client import ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.client import Client
+from a2a.client.errors import A2AClientError, A2AClientTimeoutError
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    Message,
+    SendMessageRequest,
+    StreamResponse,
+)
+from a2a.utils.constants import TransportProtocol
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import MessageToDict, ParseDict
+from httpx_aiohttp import AiohttpTransport
+
+from a2a_core.errors import HubError, TargetUnavailable
+from a2a_core.models import Agent
+
+
+class AgentTimeout(HubError):
+    """The agent did not answer in time."""
+
+    code = "agent_timeout"
+
+
+class AgentUnreachable(TargetUnavailable):
+    """The agent's server could not be reached (down, refusing connections)."""
+
+    code = "agent_unreachable"
+
+
+class AgentFailed(TargetUnavailable):
+    """The agent's server answered with an HTTP error or something that is not A2A."""
+
+    code = "agent_failed"
+
+
+class AgentRefused(HubError):
+    """The agent answered with an A2A error; `error` is relayed to the caller as it is."""
+
+    code = "agent_refused"
+
+    def __init__(self, message: str, error: A2AError) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+def traceparent(trace_id: str) -> str:
+    """A W3C traceparent for a new span of `trace_id` (the hub's hop to the agent).
+
+    Span ids need to be unique, not secret: a fast PRNG instead of the OS's randomness."""
+    return f"00-{trace_id}-{random.getrandbits(64) or 1:016x}-01"
+
+
+def _to_dict(message: Any) -> dict[str, Any]:
+    return MessageToDict(message, preserving_proto_field_name=False)
+
+
+class EndpointForwarder:
+    """One per event loop: a pooled HTTP client and an SDK client per agent card."""
+
+    def __init__(self) -> None:
+        # aiohttp carries httpx's requests: httpx's own pool re-checks every idle connection
+        # on each request and costs more than twice the CPU per call (bench/throughput.py).
+        limits = httpx.Limits(max_connections=500, max_keepalive_connections=100)
+        self._http = httpx.AsyncClient(
+            transport=AiohttpTransport(limits=limits), limits=limits, timeout=httpx.Timeout(30.0)
+        )
+        self._clients: dict[tuple[int, str, bool], Client] = {}
+
+    def _client(self, agent: Agent, *, streaming: bool) -> Client:
+        key = (agent.pk, agent.card_digest, streaming)
+        client = self._clients.get(key)
+        if client is None:
+            card = ParseDict(agent.card, AgentCard(), ignore_unknown_fields=True)
+            # Server preference: the first interface in the card the client can speak.
+            factory = ClientFactory(
+                ClientConfig(
+                    # A blocking call must not stream even when the card allows it.
+                    streaming=streaming,
+                    httpx_client=self._http,
+                    supported_protocol_bindings=[
+                        TransportProtocol.JSONRPC.value,
+                        TransportProtocol.HTTP_JSON.value,
+                    ],
+                )
+            )
+            client = factory.create(card)
+            stale = [k for k in self._clients if k[0] == agent.pk and k[1] != agent.card_digest]
+            for old in stale:
+                del self._clients[old]
+            self._clients[key] = client
+        return client
+
+    async def send(
+        self,
+        agent: Agent,
+        message: Message,
+        *,
+        streaming: bool,
+        headers: dict[str, str],
+        wait_seconds: float,
+        accepted_output_modes: list[str] | None = None,
+    ) -> AsyncIterator[StreamResponse]:
+        """Send `message` to the agent; yield what it answers (StreamResponse).
+
+        Not streaming: one answer (a task or a message), within `wait_seconds` in total.
+        Streaming (when the agent's card allows it): its events as they come, each within
+        `wait_seconds` of the previous one.
+        """
+        request = SendMessageRequest(message=message)
+        if accepted_output_modes:
+            request.configuration.accepted_output_modes.extend(accepted_output_modes)
+        context = ClientCallContext(service_parameters=headers, timeout=wait_seconds)
+        stream = self._send(self._client(agent, streaming=streaming), request, context)
+        iterator = stream.__aiter__()
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(wait_seconds):
+                        event = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+                yield event
+        except (TimeoutError, A2AClientTimeoutError) as exc:
+            raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
+        finally:
+            await stream.aclose()
+
+    async def _send(
+        self, client: Client, request: SendMessageRequest, context: ClientCallContext
+    ) -> AsyncGenerator[StreamResponse]:
+        try:
+            async for event in client.send_message(request, context=context):
+                yield event
+        except A2AClientTimeoutError:
+            raise
+        except A2AClientError as exc:
+            raise _transport_failure(str(exc)) from None
+        except A2AError as exc:
+            raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
+
+    async def cancel(
+        self, agent: Agent, remote_task_id: str, *, headers: dict[str, str], wait_seconds: float
+    ) -> dict[str, Any]:
+        client = self._client(agent, streaming=False)
+        context = ClientCallContext(service_parameters=headers, timeout=wait_seconds)
+        try:
+            async with asyncio.timeout(wait_seconds):
+                task = await client.cancel_task(
+                    CancelTaskRequest(id=remote_task_id), context=context
+                )
+        except (TimeoutError, A2AClientTimeoutError) as exc:
+            raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
+        except A2AClientError as exc:
+            raise _transport_failure(str(exc)) from None
+        except A2AError as exc:
+            raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
+        return _to_dict(task)
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+        await self._http.aclose()
+
+
+def _timeout_or_unreachable(exc: BaseException, agent: Agent, timeout: float) -> HubError:
+    """A timeout, unless the connection was refused outright (reported as a connect timeout)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(
+            cause.os_error, TimeoutError
+        ):
+            return AgentUnreachable(f"unreachable: {cause.os_error.strerror or cause}")
+        cause = cause.__cause__ or cause.__context__
+    return AgentTimeout(f"{agent.slug} did not answer within {timeout:g} s")
+
+
+def _transport_failure(text: str) -> TargetUnavailable:
+    if "Network communication error" in text or "HTTP client is closed" in text:
+        return AgentUnreachable(f"unreachable: {text}")
+    return AgentFailed(f"failed: {text}")
+
+
+_forwarders: dict[asyncio.AbstractEventLoop, EndpointForwarder] = {}
+
+
+def forwarder() -> EndpointForwarder:
+    """The forwarder of the running event loop (httpx clients belong to one loop)."""
+    loop = asyncio.get_running_loop()
+    found = _forwarders.get(loop)
+    if found is None:
+        for old in [lp for lp in _forwarders if lp.is_closed()]:
+            del _forwarders[old]
+        found = _forwarders[loop] = EndpointForwarder()
+    return found
+
+
+async def close_forwarder() -> None:
+    found = _forwarders.pop(asyncio.get_running_loop(), None)
+    if found is not None:
+        await found.close()

@@ -1,0 +1,114 @@
+"""The Starlette app for everything agents talk to: the a2a-sdk's JSON-RPC and REST routes
+for every registered agent and for the hub itself, the cards, and discovery."""
+
+from __future__ import annotations
+
+from a2a.server.context import ServerCallContext
+from a2a.server.routes import (
+    DefaultServerCallContextBuilder,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, Router
+
+from a2a_core import selectors
+from a2a_core.asyncdb import db
+from a2a_core.errors import ValidationFailed
+from a2a_core.protocol import errors as _errors  # noqa: F401  (registers the hub's errors)
+from a2a_core.protocol.cards import agent_card_endpoint, hub_card_endpoint
+from a2a_core.protocol.gate import AgentGate, bearer_token, resolve, unauthenticated
+from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
+
+
+class HubContextBuilder(DefaultServerCallContextBuilder):
+    """Puts the gate's verdict (who calls whom) into the SDK's call context."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state[CALL_KEY] = request.scope.get("hub.call")
+        return context
+
+
+def _a2a_routes(
+    handler: HubRequestHandler, builder: HubContextBuilder, rpc_url: str
+) -> list[BaseRoute]:
+    """The SDK's JSON-RPC route at `rpc_url` and its REST routes under `rpc_url` + `rest`."""
+    return [
+        *create_jsonrpc_routes(handler, rpc_url, context_builder=builder, enable_v0_3_compat=True),
+        Mount(
+            rpc_url + "rest",
+            routes=create_rest_routes(handler, context_builder=builder, enable_v0_3_compat=True),
+        ),
+    ]
+
+
+async def discover(request: Request) -> Response:
+    """GET /discover?skill=&tag=&status=&q=&limit=&cursor= for agents looking for peers."""
+    token = bearer_token(request.headers)
+    caller, _ = await db(resolve, token or "", None)
+    if caller is None:
+        error, extra = unauthenticated(token)
+        return JSONResponse(
+            {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": error.message}},
+            status_code=401,
+            headers={k.decode(): v.decode() for k, v in extra},
+        )
+    params = request.query_params
+    try:
+        limit = int(params.get("limit", "50"))
+    except ValueError:
+        limit = -1
+    try:
+        page = await db(
+            selectors.agent_discover,
+            skill=params.get("skill") or None,
+            tag=params.get("tag") or None,
+            status=params.get("status") or None,
+            q=params.get("q") or None,
+            limit=limit,
+            cursor=params.get("cursor") or None,
+        )
+    except ValidationFailed as exc:
+        return JSONResponse(
+            {
+                "error": {
+                    "code": 400,
+                    "status": "INVALID_ARGUMENT",
+                    "message": exc.message,
+                    "details": [
+                        {
+                            "@type": "type.googleapis.com/google.rpc.BadRequest",
+                            "fieldViolations": [
+                                {"field": p.field, "description": p.message} for p in exc.problems
+                            ],
+                        }
+                    ],
+                }
+            },
+            status_code=400,
+        )
+    return JSONResponse({"agents": page.agents, "nextCursor": page.next_cursor})
+
+
+def build_agent_app() -> Starlette:
+    handler = HubRequestHandler()
+    builder = HubContextBuilder()
+    a2a = Router(
+        routes=[
+            # The hub's own endpoint: /a2a/ (JSON-RPC) and /a2a/rest/ (REST).
+            *_a2a_routes(handler, builder, "/"),
+            # Every registered agent, through the hub.
+            Route("/{agent}/.well-known/agent-card.json", agent_card_endpoint, methods=["GET"]),
+            Mount("/{agent}", routes=_a2a_routes(handler, builder, "/")),
+        ]
+    )
+    return Starlette(
+        routes=[
+            Route("/.well-known/agent-card.json", hub_card_endpoint, methods=["GET"]),
+            Route("/discover", discover, methods=["GET"]),
+            Mount("/a2a", app=AgentGate(a2a)),
+        ]
+    )

@@ -1,0 +1,174 @@
+"""Agent cards as the hub serves them: every interface points at the hub, which adds its
+bearer security scheme; and the hub's own card."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentSkill,
+)
+from a2a.utils.constants import TransportProtocol
+from django.conf import settings
+from google.protobuf.json_format import ParseDict
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from a2a_core.asyncdb import db
+from a2a_core.models import Agent
+from a2a_core.schemas.envelopes import ENVELOPE_EXTENSION
+
+SECURITY_SCHEME = "hubBearer"
+CACHE_CONTROL = "public, max-age=60"
+
+
+def hub_version() -> str:
+    try:
+        return version("a2a-hub")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def base_url(request: Request) -> str:
+    """Where callers reach the hub: HUB_PUBLIC_URL, else the scheme and host they used."""
+    return settings.HUB_PUBLIC_URL or f"{request.url.scheme}://{request.url.netloc}"
+
+
+def hub_interfaces(base: str, path: str) -> list[AgentInterface]:
+    jsonrpc = f"{base}{path}/"
+    return [
+        AgentInterface(
+            url=jsonrpc, protocol_binding=TransportProtocol.JSONRPC, protocol_version="1.0"
+        ),
+        AgentInterface(
+            url=f"{base}{path}/rest",
+            protocol_binding=TransportProtocol.HTTP_JSON,
+            protocol_version="1.0",
+        ),
+        # 0.3 clients are served on the same JSON-RPC endpoint (they send no A2A-Version).
+        AgentInterface(
+            url=jsonrpc, protocol_binding=TransportProtocol.JSONRPC, protocol_version="0.3"
+        ),
+    ]
+
+
+def _secure(card: AgentCard) -> None:
+    del card.security_requirements[:]
+    card.security_schemes.clear()
+    scheme = card.security_schemes[SECURITY_SCHEME].http_auth_security_scheme
+    scheme.scheme = "Bearer"
+    scheme.description = "The token the hub issued to the calling agent when it was registered."
+    card.security_requirements.add().schemes[SECURITY_SCHEME].SetInParent()
+
+
+def _declare_envelope(capabilities: AgentCapabilities) -> None:
+    if not any(ext.uri == ENVELOPE_EXTENSION for ext in capabilities.extensions):
+        capabilities.extensions.append(
+            AgentExtension(
+                uri=ENVELOPE_EXTENSION,
+                description="Typed message envelopes (task_request, review_request, question, "
+                "broadcast, ...) in a data part, validated by the hub.",
+                required=False,
+            )
+        )
+
+
+def _render(card: AgentCard) -> tuple[bytes, str]:
+    body = json.dumps(agent_card_to_dict(card), separators=(",", ":")).encode()
+    return body, f'W/"{hashlib.sha256(body).hexdigest()[:32]}"'
+
+
+@lru_cache(maxsize=2048)
+def _agent_card(slug: str, digest: str, card_json: str, base: str) -> tuple[bytes, str]:
+    card = ParseDict(json.loads(card_json), AgentCard(), ignore_unknown_fields=True)
+    del card.supported_interfaces[:]
+    card.supported_interfaces.extend(hub_interfaces(base, f"/a2a/{slug}"))
+    # The hub streams for every agent (it relays, or synthesizes from a blocking answer).
+    card.capabilities.streaming = True
+    card.capabilities.push_notifications = False
+    card.capabilities.extended_agent_card = False
+    _declare_envelope(card.capabilities)
+    _secure(card)
+    return _render(card)
+
+
+def served_card(agent: Agent, base: str) -> tuple[bytes, str]:
+    """The agent's card as the hub serves it, and its ETag."""
+    return _agent_card(agent.slug, agent.card_digest, json.dumps(agent.card), base)
+
+
+def hub_card(base: str) -> tuple[bytes, str]:
+    card = AgentCard(
+        name=settings.HUB_NAME,
+        description=(
+            "A switchboard for A2A agents. Each registered agent is reachable at "
+            f"{base}/a2a/<agent>/ with its own card; this endpoint answers for the tasks "
+            f"you are a party to across all of them. Find peers with GET {base}/discover."
+        ),
+        version=hub_version(),
+        supported_interfaces=hub_interfaces(base, "/a2a"),
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=[
+            AgentSkill(
+                id="discover",
+                name="Discover agents",
+                description="GET /discover?skill=&tag=&status=&q= lists registered agents, "
+                "their status and skills.",
+                tags=["discovery", "registry"],
+            ),
+            AgentSkill(
+                id="tasks",
+                name="Your tasks everywhere",
+                description="GetTask, ListTasks and SubscribeToTask here cover every task you "
+                "are a party to, whichever agent it was sent to.",
+                tags=["tasks"],
+            ),
+        ],
+    )
+    _declare_envelope(card.capabilities)
+    _secure(card)
+    return _render(card)
+
+
+def card_response(request: Request, body: bytes, etag: str) -> Response:
+    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL}
+    match = request.headers.get("if-none-match", "")
+    if match and (match.strip() == "*" or etag in [m.strip() for m in match.split(",")]):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
+
+
+async def agent_card_endpoint(request: Request) -> Response:
+    slug = request.path_params["agent"]
+    agent = await db(lambda: Agent.objects.filter(slug=slug).first())
+    if agent is None:
+        return JSONResponse(
+            {
+                "error": {
+                    "code": 404,
+                    "status": "NOT_FOUND",
+                    "message": f"no agent {slug!r} is registered",
+                }
+            },
+            status_code=404,
+        )
+    return card_response(request, *served_card(agent, base_url(request)))
+
+
+async def hub_card_endpoint(request: Request) -> Response:
+    return card_response(request, *hub_card(base_url(request)))
+
+
+def discovery_json(page: Any) -> dict[str, Any]:
+    return {"agents": page.agents, "nextCursor": page.next_cursor}

@@ -1,0 +1,142 @@
+"""The hub's errors in A2A form, and the mapping from the hub's exception hierarchy.
+
+A2A reserves JSON-RPC codes -32001..-32099 for A2A-specific errors; the spec defines
+-32001..-32009 and the hub uses -32050..-32059 for its own. Each hub error is registered in
+the a2a-sdk's public error tables, so the SDK's JSON-RPC and REST dispatchers render it with
+the right JSON-RPC code, HTTP status and `google.rpc.ErrorInfo` reason, like its own errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.server.jsonrpc_models import JSONRPCError
+from a2a.server.request_handlers import response_helpers
+from a2a.utils import errors as sdk_errors
+from a2a.utils.errors import (
+    A2AError,
+    ErrorMapping,
+    InvalidParamsError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+
+from a2a_core import errors as hub
+
+
+class HubA2AError(A2AError):
+    """Base for the hub's own A2A errors. `data` becomes ErrorInfo.metadata (strings)."""
+
+    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
+        metadata = {k: _text(v) for k, v in (data or {}).items() if v is not None}
+        super().__init__(message, metadata)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class PermissionDeniedError(HubA2AError):
+    message = "Permission denied"
+
+
+class PolicyRejectedError(HubA2AError):
+    message = "Refused by the hub's policy"
+
+
+class RateLimitedError(HubA2AError):
+    message = "Rate limit exceeded"
+
+
+class CircuitOpenError(HubA2AError):
+    message = "Circuit breaker open"
+
+
+class AgentUnavailableError(HubA2AError):
+    message = "Agent unavailable"
+
+
+class QueueFullError(HubA2AError):
+    message = "Inbox queue full"
+
+
+class UnauthenticatedError(HubA2AError):
+    message = "Authentication required"
+
+
+class AgentNotFoundError(HubA2AError):
+    message = "Agent not found"
+
+
+class PayloadTooLargeError(HubA2AError):
+    message = "Request too large"
+
+
+# class -> (JSON-RPC code, HTTP status, gRPC status, ErrorInfo reason)
+HUB_ERRORS: dict[type[HubA2AError], tuple[int, int, str, str]] = {
+    UnauthenticatedError: (-32050, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
+    PermissionDeniedError: (-32051, 403, "PERMISSION_DENIED", "PERMISSION_DENIED"),
+    AgentNotFoundError: (-32052, 404, "NOT_FOUND", "AGENT_NOT_FOUND"),
+    PolicyRejectedError: (-32053, 403, "PERMISSION_DENIED", "POLICY_REJECTED"),
+    RateLimitedError: (-32054, 429, "RESOURCE_EXHAUSTED", "RATE_LIMITED"),
+    CircuitOpenError: (-32055, 503, "UNAVAILABLE", "CIRCUIT_OPEN"),
+    AgentUnavailableError: (-32056, 502, "UNAVAILABLE", "AGENT_UNAVAILABLE"),
+    QueueFullError: (-32057, 503, "RESOURCE_EXHAUSTED", "QUEUE_FULL"),
+    PayloadTooLargeError: (-32058, 413, "INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE"),
+}
+
+
+def register_with_sdk() -> None:
+    """Teach the SDK's dispatchers the hub's errors (idempotent)."""
+    for cls, (code, http, grpc_status, reason) in HUB_ERRORS.items():
+        sdk_errors.JSON_RPC_ERROR_CODE_MAP[cls] = code
+        sdk_errors.A2A_ERROR_MAPPING[cls] = ErrorMapping(http, grpc_status, reason)
+        sdk_errors.A2A_ERROR_REASONS[cls] = reason
+        response_helpers.EXCEPTION_MAP[cls] = JSONRPCError
+
+
+register_with_sdk()
+
+
+def http_status(error: A2AError) -> int:
+    mapping = sdk_errors.A2A_ERROR_MAPPING.get(type(error))
+    return mapping.http_code if mapping else 500
+
+
+def to_a2a(exc: hub.HubError) -> A2AError:
+    """Map a hub exception to the A2A error a caller can act on."""
+    details = dict(exc.details)
+    if isinstance(exc, hub.ValidationFailed):
+        return InvalidParamsError(
+            exc.message, data={"errors": [p.as_dict() for p in exc.problems], **details}
+        )
+    if isinstance(exc, hub.NotFound):
+        return TaskNotFoundError(exc.message)
+    if isinstance(exc, hub.IllegalTransition):
+        return UnsupportedOperationError(exc.message, data=details or None)
+    if isinstance(exc, hub.Unauthenticated):
+        return UnauthenticatedError(exc.message, details)
+    if isinstance(exc, hub.PermissionDenied):
+        return PermissionDeniedError(exc.message, details)
+    if isinstance(exc, hub.PolicyRejected):
+        data = {"reason": exc.reason, "retryAfterSeconds": _retry_after(exc), **details}
+        if exc.reason.startswith("rate_limit"):
+            return RateLimitedError(exc.message, data)
+        if exc.reason == "circuit_open":
+            return CircuitOpenError(exc.message, data)
+        return PolicyRejectedError(exc.message, data)
+    if isinstance(exc, hub.TargetUnavailable):
+        return AgentUnavailableError(exc.message, details)
+    if isinstance(exc, hub.QueueFull):
+        return QueueFullError(exc.message, details)
+    if isinstance(exc, hub.Conflict):
+        return UnsupportedOperationError(exc.message, data=details or None)
+    return sdk_errors.InternalError(exc.message)
+
+
+def _retry_after(exc: hub.PolicyRejected) -> int | None:
+    if exc.retry_after is None:
+        return None
+    return max(1, round(exc.retry_after + 0.499))

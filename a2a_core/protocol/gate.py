@@ -1,0 +1,202 @@
+"""The gate in front of every A2A endpoint: a bounded body, a bearer token, who calls whom.
+
+Runs before the a2a-sdk dispatchers. A request it refuses gets the HTTP status that says why
+(401, 403, 404, 413) and a body in the binding's own error form: a JSON-RPC error object on
+the JSON-RPC endpoint, a `google.rpc.Status` on the REST one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from a2a.server.request_handlers.response_helpers import build_error_response
+from a2a.utils.error_handlers import build_rest_error_payload
+from a2a.utils.errors import A2AError
+from django.conf import settings
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from a2a_core import agent_cache
+from a2a_core.asyncdb import db
+from a2a_core.delivery.dispatch import Call
+from a2a_core.models import Agent
+from a2a_core.models import Scope as AgentScope
+from a2a_core.protocol.errors import (
+    AgentNotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+    http_status,
+)
+from a2a_core.services.agents import RESERVED_SLUGS
+
+CALL_SCOPE_KEY = "hub.call"
+REALM = 'Bearer realm="a2a-hub"'
+_REST = re.compile(r"^/a2a(/[^/]+)?/rest(/|$)")
+_AGENT = re.compile(r"^/a2a/([^/]+)(/|$)")
+
+
+def is_rest(path: str) -> bool:
+    return bool(_REST.match(path))
+
+
+def agent_slug(path: str) -> str | None:
+    """The agent addressed by an /a2a/<agent>/... path; None for the hub's own endpoint."""
+    match = _AGENT.match(path)
+    if match is None or match[1] in RESERVED_SLUGS:
+        return None
+    return match[1]
+
+
+async def error_response(
+    send: Send, path: str, error: A2AError, *, extra_headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Answer with `error` in the form of the binding `path` belongs to."""
+    if is_rest(path):
+        body = build_rest_error_payload(error)
+        content_type = b"application/json"
+    else:
+        body = build_error_response(None, error)
+        content_type = b"application/json"
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", content_type), (b"content-length", str(len(data)).encode())]
+    await send(
+        {
+            "type": "http.response.start",
+            "status": http_status(error),
+            "headers": [*headers, *extra_headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+def bearer_token(headers: Headers) -> str | None:
+    value = headers.get("authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+async def read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    """Read the whole request body, stopping once it passes `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks), False
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return b"", True
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), False
+
+
+def resolve(token: str, slug: str | None) -> tuple[Agent | None, Agent | None]:
+    """(the agent the token belongs to, the agent registered as `slug`); None when unknown."""
+    caller = agent_cache.agent_by_token(token) if token else None
+    target = agent_cache.agent_by_slug(slug) if slug else None
+    return caller, target
+
+
+def unauthenticated(token: str | None) -> tuple[A2AError, list[tuple[bytes, bytes]]]:
+    """The 401 error for a missing or an unknown token, with its WWW-Authenticate header."""
+    if not token:
+        return (
+            UnauthenticatedError(
+                "send 'Authorization: Bearer <token>'; the hub issues a token to each agent "
+                "when it is registered"
+            ),
+            [(b"www-authenticate", REALM.encode())],
+        )
+    return (
+        UnauthenticatedError("the bearer token is unknown or was rotated"),
+        [(b"www-authenticate", f'{REALM}, error="invalid_token"'.encode())],
+    )
+
+
+class AgentGate:
+    """ASGI middleware for /a2a/ (the hub) and /a2a/<agent>/ (an agent through the hub)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path.endswith("/.well-known/agent-card.json"):
+            await self.app(scope, receive, send)  # cards are public, as A2A discovery expects
+            return
+        headers = Headers(scope=scope)
+        limit = settings.HUB_MAX_BODY_BYTES
+        declared = headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            await error_response(send, path, _too_large(int(declared), limit))
+            return
+        body, too_large = await read_body(receive, limit)
+        if too_large:
+            await error_response(send, path, _too_large(None, limit))
+            return
+
+        token = bearer_token(headers)
+        slug = agent_slug(path)
+        caller = agent_cache.cached(token=token) if token else None
+        target = agent_cache.cached(slug=slug) if slug else None
+        if caller is None or (slug and target is None):
+            caller, target = await db(resolve, token or "", slug)
+        if caller is None:
+            error, extra = unauthenticated(token)
+            await error_response(send, path, error, extra_headers=extra)
+            return
+        if slug and target is None:
+            await error_response(
+                send,
+                path,
+                AgentNotFoundError(f"no agent {slug!r} is registered at this hub", {"agent": slug}),
+            )
+            return
+        if not caller.has_scope(AgentScope.CALL):
+            await error_response(
+                send,
+                path,
+                PermissionDeniedError(
+                    f"the token of {caller.slug} lacks the a2a:call scope",
+                    {"agent": caller.slug, "missingScope": AgentScope.CALL.value},
+                ),
+            )
+            return
+
+        scope[CALL_SCOPE_KEY] = Call(
+            caller=caller, target=target, headers={k.lower(): v for k, v in headers.items()}
+        )
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _too_large(size: int | None, limit: int) -> PayloadTooLargeError:
+    said = f"{size:,} bytes" if size is not None else "more than that"
+    return PayloadTooLargeError(
+        f"the request body is {said}; this hub accepts at most {limit:,} bytes (HUB_MAX_BODY_BYTES)",
+        {"limitBytes": limit},
+    )
+
+
+def call_from(scope: dict[str, Any]) -> Call | None:
+    call = scope.get(CALL_SCOPE_KEY)
+    return call if isinstance(call, Call) else None

@@ -1,0 +1,129 @@
+"""The hub's implementation of the a2a-sdk `RequestHandler`: parse, dispatch, map errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import RequestHandler, validate_request_params
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import PushNotificationNotSupportedError, UnsupportedOperationError
+
+from a2a_core.delivery import dispatch
+from a2a_core.errors import HubError
+from a2a_core.logging import trace_id_var
+from a2a_core.protocol.errors import to_a2a
+
+T = TypeVar("T")
+
+CALL_KEY = "hub_call"
+
+
+def _call(context: ServerCallContext) -> dispatch.Call:
+    call = context.state.get(CALL_KEY)
+    if not isinstance(call, dispatch.Call):
+        raise UnsupportedOperationError("this endpoint is only reachable through the hub")
+    return call
+
+
+async def _mapped[T](awaitable: Awaitable[T]) -> T:
+    try:
+        return await awaitable
+    except HubError as exc:
+        raise to_a2a(exc) from None
+
+
+async def _mapped_stream(stream: AsyncIterator[Any]) -> AsyncGenerator[Any]:
+    try:
+        async for item in stream:
+            yield item
+    except HubError as exc:
+        raise to_a2a(exc) from None
+
+
+class HubRequestHandler(RequestHandler):
+    """Serves A2A for every registered agent; `context.state["hub_call"]` says who calls whom."""
+
+    @validate_request_params
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | Message:
+        return await _mapped(dispatch.send_message(_call(context), params))
+
+    @validate_request_params
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any]:
+        async for item in _mapped_stream(dispatch.stream_message(_call(context), params)):
+            yield item
+
+    @validate_request_params
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        return await _mapped(dispatch.get_task(_call(context), params))
+
+    @validate_request_params
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        return await _mapped(dispatch.list_tasks(_call(context), params))
+
+    @validate_request_params
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        return await _mapped(dispatch.cancel_task(_call(context), params))
+
+    @validate_request_params
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any]:
+        async for item in _mapped_stream(dispatch.subscribe(_call(context), params)):
+            yield item
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise UnsupportedOperationError("agents registered with the hub have no extended card")
+
+
+def bind_trace(context: ServerCallContext) -> None:
+    call = context.state.get(CALL_KEY)
+    if isinstance(call, dispatch.Call):
+        trace_id_var.set(call.headers.get("traceparent", ""))

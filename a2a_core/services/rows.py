@@ -1,0 +1,110 @@
+"""Writing many rows of one model in one statement, for the group-commit paths.
+
+Django's `bulk_update` builds a CASE expression per field and row, and `bulk_create` builds
+a model instance per row; at the batch sizes the hub sees both cost more than the writes
+themselves. These helpers send one executemany, with every value adapted by its field
+exactly as `save()` would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from django.db import connection
+from django.db.models import Field, Model
+from django.db.models.options import Options
+from django.utils import timezone
+
+
+def _fields(meta: Options[Any], names: Sequence[str]) -> list[Field[Any, Any]]:
+    return [cast("Field[Any, Any]", meta.get_field(name)) for name in names]
+
+
+def _pk(meta: Options[Any]) -> Field[Any, Any]:
+    assert meta.pk is not None
+    return meta.pk
+
+
+def _column(field: Field[Any, Any]) -> str:
+    return connection.ops.quote_name(field.column or field.attname)
+
+
+def _execute(sql: str, params: list[list[Any]]) -> None:
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def insert_rows(objs: Sequence[Model]) -> None:
+    """`INSERT` objects whose primary key is already set, as one executemany.
+
+    `auto_now`/`auto_now_add` fields are filled in as `save()` would; nothing is read back.
+    """
+    if not objs:
+        return
+    meta = type(objs[0])._meta
+    fields = list(meta.concrete_fields)
+    now = timezone.now()
+    for obj in objs:
+        for f in fields:
+            if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
+                setattr(obj, f.attname, now)
+    quote = connection.ops.quote_name
+    columns = ", ".join(_column(f) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    _execute(
+        f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({marks})",
+        [[f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields] for obj in objs],
+    )
+
+
+def insert_values(model: type[Model], fields: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """`INSERT` plain rows of values for `fields`: no model instance for rows nothing reads back."""
+    if not rows:
+        return
+    meta = model._meta
+    columns = _fields(meta, fields)
+    quote = connection.ops.quote_name
+    names = ", ".join(_column(c) for c in columns)
+    marks = ", ".join(["%s"] * len(columns))
+    _execute(
+        f"INSERT INTO {quote(meta.db_table)} ({names}) VALUES ({marks})",
+        [
+            [c.get_db_prep_save(value, connection) for c, value in zip(columns, row, strict=True)]
+            for row in rows
+        ],
+    )
+
+
+def update_values(
+    model: type[Model], fields: Sequence[str], rows: Sequence[tuple[Any, Sequence[Any]]]
+) -> None:
+    """`UPDATE ... SET fields WHERE pk` from plain (pk, values) rows."""
+    if not rows:
+        return
+    meta = model._meta
+    columns = _fields(meta, fields)
+    pk = _pk(meta)
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{_column(c)} = %s" for c in columns)
+    _execute(
+        f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {_column(pk)} = %s",
+        [
+            [c.get_db_prep_save(v, connection) for c, v in zip(columns, values, strict=True)]
+            + [pk.get_db_prep_save(key, connection)]
+            for key, values in rows
+        ],
+    )
+
+
+def update_rows(objs: Sequence[Model], fields: Sequence[str]) -> None:
+    """`UPDATE ... SET fields WHERE pk` for each object (set `auto_now` fields first)."""
+    if not objs:
+        return
+    meta = type(objs[0])._meta
+    columns = _fields(meta, fields)
+    update_values(
+        type(objs[0]),
+        fields,
+        [(obj.pk, [getattr(obj, c.attname) for c in columns]) for obj in objs],
+    )

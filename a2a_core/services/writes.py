@@ -1,0 +1,52 @@
+"""Group commit for the A2A hot path: accepted messages and agents' answers, together.
+
+Each call through the hub writes twice: its message before delivery, the agent's answer
+after. Concurrent calls' writes of both kinds share one transaction, so under load a
+commit carries dozens of them (see `a2a_core.batching`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from a2a_core.services.messages import Inbound, accept_batch
+from a2a_core.services.tasks import Record, record_batch
+
+Write = Inbound | Record
+
+
+def _run(ops: Sequence[Write], *, find_duplicates: bool) -> list[Any]:
+    results: list[Any] = [None] * len(ops)
+    inbound = [(i, op) for i, op in enumerate(ops) if isinstance(op, Inbound)]
+    answers = [(i, op) for i, op in enumerate(ops) if not isinstance(op, Inbound)]
+    if inbound:
+        accepted = accept_batch([op for _, op in inbound], find_duplicates=find_duplicates)
+        for (i, _), result in zip(inbound, accepted, strict=True):
+            results[i] = result
+    if answers:
+        recorded = record_batch([op for _, op in answers])
+        for (i, _), result in zip(answers, recorded, strict=True):
+            results[i] = result
+    return results
+
+
+def writes_commit(ops: Sequence[Write]) -> list[Any]:
+    """Write the ops in one transaction; one result (or `HubError`) per op, in order.
+
+    An accept and the recording of its answer are never in the same batch: the answer comes
+    after the accept's commit. Retried messageIds are rare, so the batch first relies on the
+    unique constraint; if it trips, the ops are replayed one at a time, each looking for an
+    earlier copy of its message, and the retry gets the first attempt's task.
+    """
+    try:
+        with transaction.atomic():
+            return _run(ops, find_duplicates=False)
+    except IntegrityError:
+        results: list[Any] = []
+        for op in ops:
+            with transaction.atomic():
+                results.extend(_run([op], find_duplicates=True))
+        return results

@@ -1,0 +1,133 @@
+"""A small closed-loop load generator for JSON-RPC SendMessage, and process helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(
+    port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process on port {port} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=None,
+    )
+
+
+@dataclass
+class Result:
+    concurrency: int
+    requests: int
+    errors: int
+    seconds: float
+    latencies_ms: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds
+
+    def pct(self, p: float) -> float:
+        ordered = sorted(self.latencies_ms)
+        if not ordered:
+            return float("nan")
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+_counter = itertools.count()
+
+
+def send_message_body(text: str) -> dict[str, object]:
+    return {
+        "jsonrpc": "2.0",
+        "id": next(_counter),
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": uuid.uuid4().hex,
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            }
+        },
+    }
+
+
+async def run_load(
+    url: str, *, concurrency: int, seconds: float, warmup: float = 1.0, token: str = ""
+) -> Result:
+    """`concurrency` workers each send SendMessage back to back for `seconds` (after a warmup).
+
+    aiohttp rather than httpx: httpx's pool re-checks every idle connection on each request,
+    which at 64 connections makes the load generator, not the server, the bottleneck.
+    """
+    headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    latencies: list[float] = []
+    errors = 0
+    count = 0
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        measure_from = start + warmup
+        stop_at = measure_from + seconds
+
+        async def worker() -> None:
+            nonlocal errors, count
+            while True:
+                began = loop.time()
+                if began >= stop_at:
+                    return
+                try:
+                    async with session.post(
+                        url, data=json.dumps(send_message_body("hello hub"))
+                    ) as response:
+                        body = await response.json()
+                        ok = response.status == 200 and "result" in body
+                except (aiohttp.ClientError, ValueError):
+                    ok = False
+                ended = loop.time()
+                if began >= measure_from:
+                    count += 1
+                    latencies.append((ended - began) * 1000)
+                    if not ok:
+                        errors += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return Result(concurrency, count, errors, seconds, latencies)

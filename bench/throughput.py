@@ -1,0 +1,183 @@
+"""SendMessage throughput and latency: the a2a-sdk echo agent directly, then through the hub.
+
+    python bench/throughput.py [--seconds 8] [--concurrency 1 16 64] [--server daphne|uvicorn]
+
+One run: starts the echo agent and the hub (embedded default: SQLite + in-memory layer, on a
+fresh database) as separate processes, drives both with the same closed-loop JSON-RPC load,
+prints req/s and p50/p99 for each, and the ratio hub/direct. Then checks that every request
+the hub answered was persisted (a task and its messages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+
+from load import ROOT, Result, free_port, run_load, spawn, wait_for_port
+
+
+def prepare_hub(data_dir: Path, echo_port: int) -> tuple[dict[str, str], str]:
+    """Migrate a fresh database and register the echo agent and a caller; return env, token."""
+    env = {
+        "HUB_DATA_DIR": str(data_dir),
+        "DATABASE_URL": os.environ.get("DATABASE_URL", f"sqlite:///{data_dir / 'hub.sqlite3'}"),
+        "HUB_LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from a2a_core.services.agents import agent_register
+
+    call_command("migrate", verbosity=0)
+    echo_card = {
+        "name": "echo",
+        "description": "Echoes every message.",
+        "version": "1.0.0",
+        "supportedInterfaces": [
+            {
+                "url": f"http://127.0.0.1:{echo_port}/",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ],
+        "capabilities": {"streaming": True},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["echo"]}],
+    }
+    agent_register(card=echo_card)
+    caller = agent_register(
+        card={
+            **echo_card,
+            "name": "bench-caller",
+            "skills": [{"id": "call", "name": "Call", "description": "calls", "tags": ["bench"]}],
+        }
+    )
+    assert caller.token
+    from django.db import connections
+
+    connections.close_all()
+    return env, caller.token
+
+
+def persisted() -> tuple[int, int]:
+    from a2a_core.models import Message, Task
+
+    return Task.objects.count(), Message.objects.count()
+
+
+def line(label: str, r: Result) -> str:
+    return (
+        f"{label:<8} c={r.concurrency:<3} {r.rate:8.1f} req/s   p50 {r.pct(50):7.2f} ms   "
+        f"p99 {r.pct(99):7.2f} ms   errors {r.errors}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternating direct/hub runs per level"
+    )
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--server", choices=["daphne", "uvicorn"], default="uvicorn")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="hub processes (uvicorn); more than one needs DATABASE_URL (PostgreSQL) and REDIS_URL",
+    )
+    args = parser.parse_args()
+
+    echo_port, hub_port = free_port(), free_port()
+    data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
+    echo = spawn(["bench/echo_agent.py", str(echo_port)])
+    env, token = prepare_hub(data_dir, echo_port)
+    if args.server == "daphne":
+        server = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(hub_port), "config.asgi:application"]
+    else:
+        server = [
+            "-m",
+            "uvicorn",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(hub_port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            "--workers",
+            str(args.workers),
+            "config.asgi:application",
+        ]
+    hub = spawn(server, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"})
+    try:
+        wait_for_port(echo_port, echo)
+        wait_for_port(hub_port, hub)
+        direct_url = f"http://127.0.0.1:{echo_port}/"
+        hub_url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
+        tasks_before, messages_before = persisted()
+        layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory layer"
+        print(
+            f"SendMessage, {args.seconds:g} s per run x {args.rounds} rounds, hub on {args.server} "
+            f"x{args.workers} + {'PostgreSQL' if 'postgres' in env['DATABASE_URL'] else 'SQLite'} + {layer}"
+        )
+        answered = 0
+        summary = []
+        for concurrency in args.concurrency:
+            directs, throughs = [], []
+            # Alternate the two so drift on a shared machine hits both alike; report medians.
+            for _ in range(args.rounds):
+                directs.append(
+                    asyncio.run(run_load(direct_url, concurrency=concurrency, seconds=args.seconds))
+                )
+                throughs.append(
+                    asyncio.run(
+                        run_load(
+                            hub_url, concurrency=concurrency, seconds=args.seconds, token=token
+                        )
+                    )
+                )
+            answered += sum(t.requests - t.errors for t in throughs)
+            direct = sorted(directs, key=lambda r: r.rate)[len(directs) // 2]
+            through = sorted(throughs, key=lambda r: r.rate)[len(throughs) // 2]
+            print(
+                line("direct", direct) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in directs)})"
+            )
+            print(
+                line("hub", through) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in throughs)})"
+            )
+            ratio = through.rate / direct.rate
+            print(
+                f"         ratio hub/direct: throughput {ratio:.2f}x, p50 {through.pct(50) / direct.pct(50):.2f}x"
+            )
+            summary.append((concurrency, ratio))
+        tasks, messages = persisted()
+        print(
+            f"persisted: {tasks - tasks_before} tasks and {messages - messages_before} messages "
+            f"(hub answered at least {answered} requests during measurement, plus warmups)"
+        )
+        for concurrency, ratio in summary:
+            if concurrency == 16:
+                verdict = "met" if ratio >= 0.5 else "NOT met"
+                print(f"target: hub >= 0.5x direct at c=16 -> {verdict} ({ratio:.2f}x)")
+    finally:
+        for proc in (hub, echo):
+            proc.terminate()
+            proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""A scriptable a2a-sdk agent server for tests: the first word of a message says what to do.
+
+echo TEXT            artifact "echo: TEXT", completed
+ask QUESTION         input-required asking QUESTION; the next message completes the task
+slow SECONDS         waits, then completes
+stream N [PAUSE]     waits PAUSE seconds (default 0), then N artifact chunks (append,
+                     lastChunk on the last), then completed
+fail REASON          failed with REASON
+reply TEXT           answers with a Message (no task)
+delegate AGENT TEXT  calls AGENT through the hub as a child of this task, then completes
+                     with its answer
+hang                 never answers
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from a2a.client import ClientConfig, ClientFactory
+from a2a.helpers import (
+    get_message_text,
+    new_task_from_user_message,
+    new_text_message,
+    new_text_part,
+)
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from google.protobuf.json_format import MessageToDict
+from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
+
+from tests.servers import ServerThread, free_port
+
+
+@dataclass
+class AgentState:
+    """What the agent saw, for tests to assert on."""
+
+    requests: list[dict[str, str]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    hub_url: str = ""
+    token: str = ""
+
+
+class ScriptedExecutor(AgentExecutor):
+    def __init__(self, state: AgentState) -> None:
+        self.state = state
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None
+        self.state.messages.append(MessageToDict(message))
+        text = get_message_text(message)
+        command, _, rest = text.partition(" ")
+        if command == "reply":
+            await event_queue.enqueue_event(
+                new_text_message(f"reply: {rest}", role=Role.ROLE_AGENT)
+            )
+            return
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        if (
+            context.current_task is not None
+            and context.current_task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        ):
+            await updater.start_work()
+            await updater.add_artifact([new_text_part(f"answer: {text}")], name="answer")
+            await updater.complete()
+            return
+        await updater.start_work()
+        if command == "ask":
+            await updater.requires_input(
+                updater.new_agent_message([new_text_part(rest or "what now?")])
+            )
+        elif command == "slow":
+            await asyncio.sleep(float(rest or 1))
+            await updater.add_artifact([new_text_part("done slowly")], name="result")
+            await updater.complete()
+        elif command == "stream":
+            count_text, _, pause = rest.partition(" ")
+            count = int(count_text or 3)
+            await asyncio.sleep(float(pause or 0))
+            artifact_id = "stream-1"
+            for i in range(count):
+                await asyncio.sleep(0.02)
+                await updater.add_artifact(
+                    [new_text_part(f"chunk {i};")],
+                    artifact_id=artifact_id,
+                    name="chunks",
+                    append=i > 0,
+                    last_chunk=i == count - 1,
+                )
+            await updater.complete()
+        elif command == "fail":
+            await updater.failed(updater.new_agent_message([new_text_part(rest or "it broke")]))
+        elif command == "delegate":
+            target, _, subtext = rest.partition(" ")
+            answer = await self._delegate(message, target, subtext)
+            await updater.add_artifact(
+                [new_text_part(f"{target} said: {answer}")], name="delegated"
+            )
+            await updater.complete()
+        elif command == "hang":
+            await asyncio.sleep(3600)
+        else:
+            await updater.add_artifact(
+                [new_text_part(f"echo: {rest if command == 'echo' else text}")], name="echo"
+            )
+            await updater.complete()
+
+    async def _delegate(self, incoming: Message, target: str, text: str) -> str:
+        hub_task = MessageToDict(incoming.metadata).get("a2aHub", {}).get("taskId", "")
+        async with httpx.AsyncClient(
+            headers={"Authorization": f"Bearer {self.state.token}"}, timeout=30
+        ) as http:
+            factory = ClientFactory(ClientConfig(streaming=False, httpx_client=http))
+            client = await factory.create_from_url(f"{self.state.hub_url}/a2a/{target}")
+            request = SendMessageRequest(
+                message=Message(
+                    message_id=f"delegate-{hub_task}", role=Role.ROLE_USER, parts=[Part(text=text)]
+                )
+            )
+            request.message.metadata.update({"a2aHub": {"parentTaskId": hub_task}})
+            async for event in client.send_message(request):
+                return " | ".join(p.text for a in event.task.artifacts for p in a.parts if p.text)
+        return ""
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.cancel()
+
+
+def agent_card(
+    name: str, url: str, *, streaming: bool = True, binding: str = "JSONRPC"
+) -> AgentCard:
+    interfaces = [
+        AgentInterface(url=f"{url}/", protocol_binding="JSONRPC", protocol_version="1.0"),
+        AgentInterface(url=f"{url}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"),
+    ]
+    if binding == "HTTP+JSON":
+        interfaces.reverse()
+    return AgentCard(
+        name=name,
+        description=f"{name}: a scripted test agent",
+        version="1.0.0",
+        supported_interfaces=interfaces,
+        capabilities=AgentCapabilities(streaming=streaming),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id="script", name="Script", description="does what it is told", tags=["test"]
+            )
+        ],
+    )
+
+
+class _RecordHeaders:
+    def __init__(self, app: Any, state: AgentState) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.state.requests.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await self.app(scope, receive, send)
+
+
+class ScriptedAgent:
+    """A real a2a-sdk agent server on a free port; `card_json` is its card for registration."""
+
+    def __init__(self, name: str, *, streaming: bool = True, binding: str = "JSONRPC") -> None:
+        self.name = name
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.state = AgentState()
+        self.card = agent_card(name, self.url, streaming=streaming, binding=binding)
+        handler = DefaultRequestHandler(
+            agent_executor=ScriptedExecutor(self.state),
+            task_store=InMemoryTaskStore(),
+            agent_card=self.card,
+        )
+        app = Starlette(
+            routes=[
+                *create_agent_card_routes(self.card),
+                *create_jsonrpc_routes(handler, "/"),
+                *create_rest_routes(handler, path_prefix="/rest"),
+            ]
+        )
+        self.server = ServerThread(_RecordHeaders(app, self.state), port=self.port, lifespan="off")
+
+    @property
+    def card_json(self) -> dict[str, Any]:
+        return MessageToDict(self.card)
+
+    def start(self, *, hub_url: str = "", token: str = "") -> ScriptedAgent:
+        self.state.hub_url, self.state.token = hub_url, token
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
