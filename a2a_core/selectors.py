@@ -175,7 +175,7 @@ def task_visible(*, task_id: str, agent: Agent, target: Agent | None) -> Task:
     whether it exists or not is nobody else's business."""
     tasks = Task.objects.filter(pk=task_id).filter(Q(caller=agent) | Q(target=agent))
     if target is not None:
-        tasks = tasks.filter(target=target)
+        tasks = tasks.filter(Q(addressed_to=target) | Q(target=target))
     task = tasks.first()
     if task is None:
         raise NotFound(f"task {task_id} not found")
@@ -219,7 +219,7 @@ def task_list(
     """The tasks an agent is a party to, most recently updated first (A2A ListTasks)."""
     tasks = Task.objects.filter(Q(caller=agent) | Q(target=agent))
     if target is not None:
-        tasks = tasks.filter(target=target)
+        tasks = tasks.filter(Q(addressed_to=target) | Q(target=target))
     if context_id:
         tasks = tasks.filter(context_id=context_id)
     if state:

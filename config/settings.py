@@ -218,6 +218,11 @@ HUB_MAX_BODY_BYTES = env_int("HUB_MAX_BODY_BYTES", 1024 * 1024)
 HUB_MAX_PARTS = env_int("HUB_MAX_PARTS", 64)
 # How long the hub waits for an endpoint agent before failing the task.
 HUB_FORWARD_TIMEOUT = env_float("HUB_FORWARD_TIMEOUT", 30.0)
+# The coordinator judges every message. Off only to measure what it costs (bench/): then
+# everything is delivered.
+HUB_POLICY_ENABLED = env_bool("HUB_POLICY_ENABLED", True)
+# When set, GET /metrics needs "Authorization: Bearer <token>".
+HUB_METRICS_TOKEN = os.environ.get("HUB_METRICS_TOKEN", "")
 
 LOGGING = {
     "version": 1,

@@ -129,6 +129,12 @@ class ScriptedExecutor(AgentExecutor):
             await updater.complete()
 
     async def _delegate(self, incoming: Message, target: str, text: str) -> str:
+        try:
+            return await self._call(incoming, target, text)
+        except Exception as exc:  # report it as the answer, as an agent would
+            return f"error: {exc}"
+
+    async def _call(self, incoming: Message, target: str, text: str) -> str:
         hub_task = MessageToDict(incoming.metadata).get("a2aHub", {}).get("taskId", "")
         async with httpx.AsyncClient(
             headers={"Authorization": f"Bearer {self.state.token}"}, timeout=30
@@ -188,9 +194,16 @@ class _RecordHeaders:
 class ScriptedAgent:
     """A real a2a-sdk agent server on a free port; `card_json` is its card for registration."""
 
-    def __init__(self, name: str, *, streaming: bool = True, binding: str = "JSONRPC") -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        streaming: bool = True,
+        binding: str = "JSONRPC",
+        port: int | None = None,
+    ) -> None:
         self.name = name
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.state = AgentState()
         self.card = agent_card(name, self.url, streaming=streaming, binding=binding)

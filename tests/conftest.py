@@ -114,6 +114,21 @@ class Hub:
             await http_client.aclose()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_shared_state() -> None:
+    """Each test starts with no cached agents or policy and no rate windows or breakers
+    (the database is reset between tests; Redis and process memory are not)."""
+    from a2a_core import agent_cache
+    from a2a_core.policy.state import RedisState, policy_state
+    from a2a_core.services.policy import forget_cached
+
+    agent_cache.clear()
+    forget_cached()
+    state = policy_state()
+    if isinstance(state, RedisState):
+        state.reset()
+
+
 @pytest.fixture
 def hub(transactional_db, hub_server) -> Iterator[Hub]:
     """The live hub with a clean database; agents started by a test are stopped after it."""
@@ -129,3 +144,84 @@ async def sdk(hub: Hub):
     """`await sdk(slug, token, binding=..., streaming=...)` -> an SDK client through the hub."""
     yield hub.client
     await hub.close()
+
+
+def database_url() -> str:
+    """The test database as a DATABASE_URL, for worker processes started by a test."""
+    from django.db import connection
+
+    params = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{params['NAME']}"
+    user = params.get("USER") or "postgres"
+    return f"postgres://{user}@{params.get('HOST') or '127.0.0.1'}:{params.get('PORT') or 5432}/{params['NAME']}"
+
+
+class Worker:
+    """Another hub process (uvicorn) on the same database and Redis, like a scaled deployment."""
+
+    def __init__(self, **extra_env: str) -> None:
+        import os
+        import subprocess
+        import sys
+
+        from django.conf import settings
+
+        from tests.servers import free_port
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "HUB_DATA_DIR": str(settings.DATA_DIR),
+            "SECRET_KEY": settings.SECRET_KEY,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            **extra_env,
+        }
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "config.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                "--lifespan",
+                "on",
+            ],
+            env=env,
+        )
+
+    def wait(self, timeout: float = 30) -> Worker:
+        import socket
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.process.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("worker did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except Exception:
+            self.process.kill()
+
+
+@pytest.fixture
+def second_worker(hub: Hub) -> Iterator[Worker]:
+    worker = Worker().wait()
+    yield worker
+    worker.stop()

@@ -61,6 +61,7 @@ def make_task(
 ) -> Task:
     return Task.objects.create(
         target=target,
+        addressed_to=target,
         caller=caller,
         state=state,
         context_id=kwargs.pop("context_id", "ctx-1"),

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_core import selectors
-from a2a_core.cli.output import ago, fail, hub_error, table
+from a2a_core.cli.output import ago, hub_error, read_json, table
 from a2a_core.errors import HubError
 from a2a_core.services import agents as agent_services
 
@@ -87,21 +87,8 @@ def agents(args: argparse.Namespace, out: Any) -> None:
     )
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise fail(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise fail(
-            f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
-
-
 def register(args: argparse.Namespace, out: Any) -> None:
-    card = _read_json(args.card)
+    card = read_json(args.card)
     try:
         result = agent_services.agent_register(
             card=card,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 from django.core.management.base import CommandError
 from django.utils import timezone
@@ -41,3 +45,18 @@ def fail(message: str) -> CommandError:
 
 def hub_error(exc: HubError) -> CommandError:
     return fail(str(exc))
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file ('-': stdin), or a clear error naming the file and where it is broken."""
+    name = "stdin" if str(path) == "-" else str(path)
+    try:
+        text = sys.stdin.read() if name == "stdin" else path.read_text()
+    except OSError as exc:
+        raise fail(f"cannot read {name}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail(
+            f"{name} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None

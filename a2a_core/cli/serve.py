@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -73,8 +75,13 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
     return False
 
 
-def _spawn_server(host: str, port: int, workers: int, server: str) -> subprocess.Popen[bytes]:
+def _spawn_server(
+    host: str, port: int, workers: int, server: str, metrics_dir: str
+) -> subprocess.Popen[bytes]:
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings")
+    if metrics_dir:
+        # Every worker writes its counters there; each scrape of /metrics sums them.
+        env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     if server == "daphne":
         if workers > 1:
             raise fail("several workers are run with uvicorn (--server uvicorn)")
@@ -104,7 +111,10 @@ def serve(args: argparse.Namespace, out: Any) -> None:
     if not _port_free(args.host, args.port):
         raise fail(f"port {args.port} on {args.host} is in use; pick another with --port")
     password = fresh_admin_login()
-    hub = _spawn_server(args.host, args.port, args.workers, args.server)
+    metrics_dir = ""
+    if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics_dir = tempfile.mkdtemp(prefix="a2a-hub-metrics-")
+    hub = _spawn_server(args.host, args.port, args.workers, args.server, metrics_dir)
     procs = [hub]
     children: list[subprocess.Popen[bytes]] = list(procs)
 
@@ -139,3 +149,5 @@ def serve(args: argparse.Namespace, out: Any) -> None:
         out.write("stopping…")
     finally:
         stop()
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -38,7 +38,7 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from a2a_core import selectors
+from a2a_core import agent_cache, metrics, selectors
 from a2a_core.asyncdb import db
 from a2a_core.batching import Batcher
 from a2a_core.delivery.endpoint import (
@@ -47,8 +47,14 @@ from a2a_core.delivery.endpoint import (
     forwarder,
     traceparent,
 )
-from a2a_core.errors import FieldProblem, PermissionDenied, TargetUnavailable, ValidationFailed
-from a2a_core.logging import get_logger
+from a2a_core.errors import (
+    FieldProblem,
+    PermissionDenied,
+    PolicyRejected,
+    TargetUnavailable,
+    ValidationFailed,
+)
+from a2a_core.logging import get_logger, trace_id_var
 from a2a_core.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -62,6 +68,7 @@ from a2a_core.models import (
     Scope as AgentScope,
 )
 from a2a_core.models import Task as TaskRow
+from a2a_core.policy.state import retry_seconds
 from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.services.messages import Accepted, Inbound, message_duplicate_view
 from a2a_core.services.tasks import (
@@ -73,7 +80,7 @@ from a2a_core.services.tasks import (
     state_from_wire,
     task_view,
 )
-from a2a_core.services.writes import Write, writes_commit
+from a2a_core.services.writes import Outcome, Write, writes_commit
 
 log = get_logger("dispatch")
 
@@ -98,11 +105,15 @@ MAX_PAGE_SIZE = 100
 @dataclass(frozen=True)
 class Call:
     """Who calls whom: the authenticated caller and the agent whose endpoint was called
-    (None for the hub's own endpoint), with the request's headers (lower-cased names)."""
+    (None for the hub's own endpoint), with the request's headers (lower-cased names).
+    `response_headers` are added to the HTTP response (e.g. Retry-After on a refusal)."""
 
     caller: Agent
     target: Agent | None
     headers: dict[str, str] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)
+    # What serving the call found out (task_id, skill, trace_id), for its metrics and log.
+    learned: dict[str, str] = field(default_factory=dict)
 
     @property
     def agent(self) -> Agent:
@@ -164,6 +175,39 @@ def _headers_for(call: Call, accepted: Accepted) -> dict[str, str]:
 
 
 async def _accept(call: Call, request: SendMessageRequest) -> Accepted:
+    try:
+        accepted = await _submit_accept(call, request)
+    except PolicyRejected as exc:
+        metrics.decided("reject", exc.reason)
+        if exc.retry_after is not None:
+            call.response_headers["Retry-After"] = str(retry_seconds(exc.retry_after))
+        raise
+    trace_id_var.set(accepted.trace_id)
+    call.learned.update(task_id=accepted.task_id, skill=accepted.skill, trace_id=accepted.trace_id)
+    if not accepted.duplicate:
+        metrics.decided(accepted.decision, accepted.reason)
+    return accepted
+
+
+async def _deliver_to(call: Call, accepted: Accepted) -> Agent:
+    """The agent that does the work: the one called, or the one the policy redirected to."""
+    target = call.agent
+    if accepted.deliver_to and accepted.deliver_to != target.slug:
+        other = await db(agent_cache.agent_by_slug, accepted.deliver_to)
+        if other is None:
+            raise TargetUnavailable(f"{accepted.deliver_to} is no longer registered")
+        return other
+    return target
+
+
+async def outcome(agent: Agent, accepted: Accepted, ok: bool) -> None:
+    """Tell the agent's breaker how the call went (failures always; successes only when the
+    breaker had something to forget)."""
+    if not ok or accepted.watch_breaker:
+        await _writes.submit(Outcome(agent.slug, ok))
+
+
+async def _submit_accept(call: Call, request: SendMessageRequest) -> Accepted:
     target = call.agent
     if not target.has_scope(AgentScope.RECEIVE):
         raise PermissionDenied(
@@ -199,46 +243,43 @@ def _relay_refusal(agent: Agent, exc: AgentRefused) -> A2AError:
 
 async def send_message(call: Call, request: SendMessageRequest) -> Task | Message:
     """Blocking: answer when the task is done or needs input. `returnImmediately`: answer at
-    once with the submitted task while the hub delivers it in the background."""
+    once with the submitted task while the hub delivers it in the background. A message the
+    policy holds is answered at once too: its task waits, auth-required, for a human."""
     config = request.configuration
     history_length = _history_length(config.history_length, config.HasField("history_length"))
     accepted = await _accept(call, request)
-    if accepted.duplicate:
-        return _task(
-            await db(
-                message_duplicate_view, task_id=accepted.task_id, history_length=history_length
-            )
+    if accepted.duplicate or accepted.decision == "hold":
+        view = await db(
+            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
         )
-    target = call.agent
+        return _task(view)
+    target = await _deliver_to(call, accepted)
+    _check_reachable(target)
+    modes = list(config.accepted_output_modes)
+    if config.return_immediately:
+        start_pump(call, target, accepted, request.message, accepted_output_modes=modes)
+        view = await db(
+            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
+        )
+        return _task(view)
+    return await _forward_blocking(call, target, accepted, request.message, history_length, modes)
+
+
+def _check_reachable(target: Agent) -> None:
     if target.delivery_mode != DeliveryMode.ENDPOINT:
         raise UnsupportedOperationError(
             f"{target.slug} is an inbox agent; inbox delivery is not enabled"
         )
-    if config.return_immediately:
-        start_pump(
-            call,
-            accepted,
-            request.message,
-            accepted_output_modes=list(config.accepted_output_modes),
-        )
-        return _task(
-            await db(
-                message_duplicate_view, task_id=accepted.task_id, history_length=history_length
-            )
-        )
-    return await _forward_blocking(
-        call, accepted, request.message, history_length, list(config.accepted_output_modes)
-    )
 
 
 async def _forward_blocking(
     call: Call,
+    target: Agent,
     accepted: Accepted,
     message: Message,
     history_length: int | None,
     output_modes: list[str],
 ) -> Task | Message:
-    target = call.agent
     try:
         async for answer in forwarder().send(
             target,
@@ -248,6 +289,7 @@ async def _forward_blocking(
             wait_seconds=accepted.timeout,
             accepted_output_modes=output_modes,
         ):
+            await outcome(target, accepted, True)
             if answer.HasField("message"):
                 await record(Reply(accepted.task_id, MessageToDict(answer.message), _ref(accepted)))
                 return _reply(answer.message, accepted)
@@ -256,11 +298,14 @@ async def _forward_blocking(
             return _task(view)
         raise TargetUnavailable(f"{target.slug} answered nothing")
     except AgentTimeout as exc:
+        await outcome(target, accepted, False)
         return _task(await fail(accepted.task_id, exc.message))
     except AgentRefused as exc:
+        await outcome(target, accepted, True)
         await fail(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
         raise _relay_refusal(target, exc) from None
     except TargetUnavailable as exc:
+        await outcome(target, accepted, False)
         await fail(accepted.task_id, f"{target.slug} {exc.message}")
         raise TargetUnavailable(
             f"{target.slug} {exc.message}",
@@ -268,25 +313,32 @@ async def _forward_blocking(
         ) from None
 
 
-# --- delivery in the background (streams and returnImmediately) ----------------------------
+# --- delivery in the background (streams, returnImmediately, approved messages) -----------
 
 _pumps: set[asyncio.Task[None]] = set()
 
 
 def start_pump(
-    call: Call, accepted: Accepted, message: Message, *, accepted_output_modes: list[str]
+    call: Call,
+    target: Agent,
+    accepted: Accepted,
+    message: Message,
+    *,
+    accepted_output_modes: list[str],
 ) -> None:
     """Deliver in the background, recording every event the agent streams back."""
     pump = asyncio.get_running_loop().create_task(
-        _pump(call, accepted, forwarded(message, accepted), accepted_output_modes),
+        _pump(call, target, accepted, forwarded(message, accepted), accepted_output_modes),
         name=f"deliver-{accepted.task_id}",
     )
     _pumps.add(pump)
     pump.add_done_callback(_pumps.discard)
 
 
-async def _pump(call: Call, accepted: Accepted, message: Message, output_modes: list[str]) -> None:
-    target = call.agent
+async def _pump(
+    call: Call, target: Agent, accepted: Accepted, message: Message, output_modes: list[str]
+) -> None:
+    answered = False
     try:
         async for event in forwarder().send(
             target,
@@ -296,15 +348,20 @@ async def _pump(call: Call, accepted: Accepted, message: Message, output_modes: 
             wait_seconds=accepted.timeout,
             accepted_output_modes=output_modes,
         ):
+            if not answered:
+                answered = True
+                await outcome(target, accepted, True)
             deadline = timezone.now() + timedelta(seconds=accepted.timeout)
-            await record(
-                StreamEvent(accepted.task_id, MessageToDict(event), deadline, _ref(accepted))
-            )
+            event_dict = MessageToDict(event)
+            await record(StreamEvent(accepted.task_id, event_dict, deadline, _ref(accepted)))
     except AgentTimeout as exc:
+        await outcome(target, accepted, answered)
         await fail(accepted.task_id, exc.message)
     except AgentRefused as exc:
+        await outcome(target, accepted, True)
         await fail(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
     except TargetUnavailable as exc:
+        await outcome(target, accepted, False)
         await fail(accepted.task_id, f"{target.slug} {exc.message}")
     except asyncio.CancelledError:
         raise
@@ -373,21 +430,14 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
     accepted = await _accept(call, request)
     view, seq, state = await db(_snapshot, accepted.task_id, None)
     yield _task(view)
-    if accepted.duplicate:
+    if accepted.duplicate or accepted.decision == "hold":
         if state in TERMINAL_STATES or state in INTERRUPTED_STATES:
             return
     else:
-        target = call.agent
-        if target.delivery_mode != DeliveryMode.ENDPOINT:
-            raise UnsupportedOperationError(
-                f"{target.slug} is an inbox agent; inbox delivery is not enabled"
-            )
-        start_pump(
-            call,
-            accepted,
-            request.message,
-            accepted_output_modes=list(request.configuration.accepted_output_modes),
-        )
+        target = await _deliver_to(call, accepted)
+        _check_reachable(target)
+        modes = list(request.configuration.accepted_output_modes)
+        start_pump(call, target, accepted, request.message, accepted_output_modes=modes)
     async for payload in follow(accepted.task_id, after=seq, stop_on_interrupt=True):
         yield _stream_item(payload)
 

@@ -19,9 +19,10 @@ from .escalation import (
     Priority,
 )
 from .message import Decision, Delivery, DeliveryState, Direction, Message
-from .policy import PolicyVersion
+from .policy import BreakerState, PolicyCounter, PolicyVersion
 from .push import PushNotificationConfig
 from .task import (
+    ACTIVE_STATE_LIST,
     ACTIVE_STATES,
     ALLOWED_TRANSITIONS,
     INTERRUPTED_STATES,
@@ -35,6 +36,7 @@ from .task import (
 
 __all__ = [
     "ACTIVE_STATES",
+    "ACTIVE_STATE_LIST",
     "ALLOWED_TRANSITIONS",
     "DEFAULT_SCOPES",
     "INTERRUPTED_STATES",
@@ -45,6 +47,7 @@ __all__ = [
     "AgentStatus",
     "Artifact",
     "AuditEvent",
+    "BreakerState",
     "Decision",
     "Delivery",
     "DeliveryMode",
@@ -54,6 +57,7 @@ __all__ = [
     "EscalationKind",
     "EscalationStatus",
     "Message",
+    "PolicyCounter",
     "PolicyVersion",
     "Priority",
     "PushNotificationConfig",

@@ -104,10 +104,12 @@ class Message(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            # A retried SendMessage with the same messageId is the same message.
+            # A retried SendMessage with the same messageId is the same message — unless the
+            # policy refused the first attempt: then the retry is judged (and recorded) anew.
             models.UniqueConstraint(
                 fields=["sender", "message_id"],
-                condition=models.Q(direction="request", sender__isnull=False),
+                condition=models.Q(direction="request", sender__isnull=False)
+                & ~models.Q(decision="reject"),
                 name="message_idempotent_per_sender",
             )
         ]
@@ -119,6 +121,12 @@ class Message(models.Model):
             models.Index(fields=["decision", "-created_at"], name="msg_decision_created"),
             models.Index(fields=["decision_reason", "-created_at"], name="msg_reason_created"),
             models.Index(fields=["task", "created_at"], name="msg_task_created"),
+            # The outbox's queue: small, so a partial index keeps polling it cheap.
+            models.Index(
+                fields=["delivery_state"],
+                condition=models.Q(delivery_state="queued"),
+                name="msg_queued",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -31,3 +31,33 @@ class PolicyVersion(models.Model):
 
     def __str__(self) -> str:
         return f"policy v{self.number}"
+
+
+class PolicyCounter(models.Model):
+    """A rate-limit window count, when no Redis is configured (key e.g. `caller:alpha:m`)."""
+
+    key = models.CharField(max_length=160)
+    window = models.BigIntegerField(help_text="window start, seconds since the epoch")
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["key", "window"], name="policy_counter_window")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key}@{self.window}={self.count}"
+
+
+class BreakerState(models.Model):
+    """A target's circuit breaker, when no Redis is configured."""
+
+    agent_slug = models.SlugField(max_length=64, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    # Open until this moment; after it the breaker is half-open.
+    opened_until = models.DateTimeField(null=True, blank=True)
+    # While half-open: the trial call in flight holds the probe until this moment.
+    probe_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"breaker {self.agent_slug}"

@@ -27,6 +27,8 @@ TERMINAL_STATES = frozenset(
 )
 INTERRUPTED_STATES = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
 ACTIVE_STATES = frozenset({TaskState.SUBMITTED, TaskState.WORKING})
+# In a fixed order, so a query's `state IN (...)` matches the partial index's condition.
+ACTIVE_STATE_LIST = sorted(ACTIVE_STATES)
 
 _ENDINGS = {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
 
@@ -74,6 +76,15 @@ class Task(models.Model):
     target = models.ForeignKey(
         Agent, on_delete=models.PROTECT, related_name="tasks_received", db_index=False
     )
+    # The agent the caller addressed; differs from `target` when the policy redirected it.
+    addressed_to = models.ForeignKey(
+        Agent,
+        on_delete=models.PROTECT,
+        related_name="tasks_addressed",
+        null=True,
+        blank=True,
+        db_index=False,
+    )
     skill = models.CharField(max_length=200, blank=True)
 
     # Delegation chain: a call made while working on a task becomes its child.
@@ -96,6 +107,8 @@ class Task(models.Model):
     remote_task_id = models.CharField(max_length=128, blank=True)
     remote_context_id = models.CharField(max_length=128, blank=True)
 
+    # Agents on the delegation chain, root caller first, this task's target last.
+    path = models.JSONField(default=list)
     # Why the task ended, in words a human can act on (failed/canceled/rejected).
     reason = models.TextField(blank=True)
     # Monotonic counter of the task's events; subscribers resume from it without gaps.
@@ -111,6 +124,8 @@ class Task(models.Model):
             models.Index(fields=["target", "-status_timestamp"], name="task_target_ts"),
             models.Index(fields=["state", "-status_timestamp"], name="task_state_ts"),
             models.Index(fields=["root"], name="task_root"),
+            # Tasks in flight per caller (the concurrency limit).
+            models.Index(fields=["caller", "state"], name="task_caller_state"),
             models.Index(fields=["-status_timestamp", "id"], name="task_ts_id"),
         ]
 

@@ -1,7 +1,9 @@
 """The Starlette app for everything agents talk to: the a2a-sdk's JSON-RPC and REST routes
-for every registered agent and for the hub itself, the cards, and discovery."""
+for every registered agent and for the hub itself, the cards, discovery and /metrics."""
 
 from __future__ import annotations
+
+import hmac
 
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import (
@@ -9,12 +11,13 @@ from a2a.server.routes import (
     create_jsonrpc_routes,
     create_rest_routes,
 )
+from django.conf import settings
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 
-from a2a_core import selectors
+from a2a_core import metrics, selectors
 from a2a_core.asyncdb import db
 from a2a_core.errors import ValidationFailed
 from a2a_core.protocol import errors as _errors  # noqa: F401  (registers the hub's errors)
@@ -93,6 +96,20 @@ async def discover(request: Request) -> Response:
     return JSONResponse({"agents": page.agents, "nextCursor": page.next_cursor})
 
 
+async def metrics_endpoint(request: Request) -> Response:
+    """GET /metrics: Prometheus text format. With HUB_METRICS_TOKEN set, scrapers send it as a
+    bearer token."""
+    expected = settings.HUB_METRICS_TOKEN
+    if expected and not hmac.compare_digest(bearer_token(request.headers) or "", expected):
+        return PlainTextResponse(
+            "send 'Authorization: Bearer <HUB_METRICS_TOKEN>' to read the metrics\n",
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="a2a-hub-metrics"'},
+        )
+    gauges = await db(metrics.shared_gauges)
+    return Response(metrics.exposition(gauges), media_type=metrics.CONTENT_TYPE)
+
+
 def build_agent_app() -> Starlette:
     handler = HubRequestHandler()
     builder = HubContextBuilder()
@@ -109,6 +126,7 @@ def build_agent_app() -> Starlette:
         routes=[
             Route("/.well-known/agent-card.json", hub_card_endpoint, methods=["GET"]),
             Route("/discover", discover, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
             Mount("/a2a", app=AgentGate(a2a)),
         ]
     )

@@ -48,13 +48,18 @@ class HubHttpRouter:
 
 
 async def startup() -> None:
+    from a2a_core import runtime
+
     await events.bind_to_running_loop()
+    await runtime.start()
 
 
 async def shutdown() -> None:
+    from a2a_core import runtime
     from a2a_core.delivery.dispatch import stop_pumps
     from a2a_core.delivery.endpoint import close_forwarder
 
+    await runtime.stop()
     await stop_pumps()
     await close_forwarder()
     await events.unbind()

@@ -174,9 +174,10 @@ class AgentGate:
             )
             return
 
-        scope[CALL_SCOPE_KEY] = Call(
+        call = Call(
             caller=caller, target=target, headers={k.lower(): v for k, v in headers.items()}
         )
+        scope[CALL_SCOPE_KEY] = call
         replayed = False
 
         async def replay() -> Message:
@@ -186,7 +187,13 @@ class AgentGate:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        await self.app(scope, replay, send)
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start" and call.response_headers:
+                extra = [(k.lower().encode(), v.encode()) for k, v in call.response_headers.items()]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, replay, send_with_headers)
 
 
 def _too_large(size: int | None, limit: int) -> PayloadTooLargeError:

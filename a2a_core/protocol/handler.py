@@ -28,7 +28,7 @@ from a2a.utils.errors import PushNotificationNotSupportedError, UnsupportedOpera
 
 from a2a_core.delivery import dispatch
 from a2a_core.errors import HubError
-from a2a_core.logging import trace_id_var
+from a2a_core.metrics import CallRecord
 from a2a_core.protocol.errors import to_a2a
 
 T = TypeVar("T")
@@ -65,14 +65,40 @@ class HubRequestHandler(RequestHandler):
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
-        return await _mapped(dispatch.send_message(_call(context), params))
+        call = _call(context)
+        record = _record(call, "SendMessage")
+        try:
+            result = await _mapped(dispatch.send_message(call, params))
+        except Exception as exc:
+            record.failed(exc)
+            raise
+        except BaseException:  # the caller went away
+            record.status = "disconnected"
+            raise
+        else:
+            record.saw(result)
+            return result
+        finally:
+            record.finish()
 
     @validate_request_params
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
-        async for item in _mapped_stream(dispatch.stream_message(_call(context), params)):
-            yield item
+        call = _call(context)
+        record = _record(call, "SendStreamingMessage")
+        try:
+            async for item in _mapped_stream(dispatch.stream_message(call, params)):
+                record.saw(item)
+                yield item
+        except Exception as exc:
+            record.failed(exc)
+            raise
+        except BaseException:  # the caller went away mid-stream
+            record.status = "disconnected"
+            raise
+        finally:
+            record.finish()
 
     @validate_request_params
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
@@ -123,7 +149,6 @@ class HubRequestHandler(RequestHandler):
         raise UnsupportedOperationError("agents registered with the hub have no extended card")
 
 
-def bind_trace(context: ServerCallContext) -> None:
-    call = context.state.get(CALL_KEY)
-    if isinstance(call, dispatch.Call):
-        trace_id_var.set(call.headers.get("traceparent", ""))
+def _record(call: dispatch.Call, method: str) -> CallRecord:
+    target = call.target.slug if call.target is not None else "hub"
+    return CallRecord(call.caller.slug, target, method, learned=call.learned)

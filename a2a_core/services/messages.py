@@ -1,4 +1,4 @@
-"""Accepting a message into the hub: validate it, place it in a task, record it."""
+"""Accepting a message into the hub: validate it, judge it, place it in a task, record it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from a2a_core.errors import FieldProblem, HubError, IllegalTransition, NotFound, ValidationFailed
+from a2a_core import agent_cache
+from a2a_core.errors import (
+    FieldProblem,
+    HubError,
+    IllegalTransition,
+    NotFound,
+    PolicyRejected,
+    ValidationFailed,
+)
 from a2a_core.events import publish_traffic_on_commit
 from a2a_core.models import (
     TERMINAL_STATES,
@@ -25,13 +33,11 @@ from a2a_core.models import (
     TaskState,
 )
 from a2a_core.models.task import new_id
-from a2a_core.schemas.a2a import (
-    HUB_METADATA,
-    envelope_part_indexes,
-    hub_metadata,
-    without_hub_metadata,
-)
-from a2a_core.services.classify import classify, message_item
+from a2a_core.policy.decide import Facts
+from a2a_core.policy.judge import Judged, judge
+from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metadata
+from a2a_core.services.classify import classify, message_item, message_row
+from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.rows import insert_rows
 from a2a_core.services.tasks import task_item, task_view
 
@@ -61,6 +67,13 @@ class Accepted:
     remote_task_id: str
     remote_context_id: str
     hub_fields: dict[str, Any]
+    # The coordinator's decision: deliver, redirect (to `deliver_to`) or hold (for a human).
+    decision: str = Decision.DELIVER
+    reason: str = "ok"
+    deliver_to: str = ""
+    skill: str = ""
+    # The target's breaker is counting failures or open: report how the call goes.
+    watch_breaker: bool = False
 
 
 def trace_id_from(traceparent: str | None) -> str:
@@ -154,7 +167,7 @@ def _remote_context(context_id: str, target: Agent) -> str:
 
 def _continued_task(message: dict[str, Any], caller: Agent, target: Agent) -> Task:
     task_id = str(message["taskId"])
-    task = Task.objects.select_for_update().filter(pk=task_id, target=target).first()
+    task = Task.objects.select_for_update().filter(pk=task_id, addressed_to=target).first()
     if task is None or task.caller_id != caller.pk:
         raise NotFound(f"task {task_id} not found")
     context_id = message.get("contextId")
@@ -211,13 +224,21 @@ class Inbound:
 
 @dataclass
 class _Plan:
+    """One message on its way in: checked, placed in a task, about to be judged."""
+
     index: int
     item: Inbound
-    task: Task
-    row: Message
-    created: bool
     timeout: float
+    kind: str
+    envelope: dict[str, Any] | None
+    summary: str
+    hub: dict[str, Any]
+    task: Task
+    created: bool
     remote_context_id: str
+    facts: Facts
+    row: Message | None = None
+    judged: Judged | None = None
 
 
 def _accepted(
@@ -229,6 +250,9 @@ def _accepted(
     duplicate: bool = False,
     caller: Agent | None = None,
     remote_context_id: str = "",
+    decision: str = Decision.DELIVER,
+    reason: str = "ok",
+    watch_breaker: bool = False,
 ) -> Accepted:
     """What the dispatcher needs about an accepted message: from its row, or from the
     (pk, created_at, kind, envelope) of an earlier copy when this one is a retry."""
@@ -257,67 +281,97 @@ def _accepted(
         remote_task_id=task.remote_task_id,
         remote_context_id=remote_context_id or task.remote_context_id or task.context_id,
         hub_fields=_hub_fields(task, caller) if caller is not None else {},
+        decision=decision,
+        reason=reason,
+        deliver_to=task.target.slug if task.target_id else "",
+        skill=task.skill,
+        watch_breaker=watch_breaker,
     )
 
 
-def _plan(
-    item: Inbound, now: Any, timeout: float, kind: str, envelope: Any, summary: str
-) -> tuple[Task, Message, bool, str]:
-    """The task and message rows for one accepted message (unsaved, except a continued task)."""
+def _place(item: Inbound, now: Any, timeout: float, hub: dict[str, Any]) -> tuple[Task, bool, str]:
+    """The task a message goes to: the one it continues, or a new one (not saved yet)."""
     caller, target, message = item.caller, item.target, item.message
-    hub = hub_metadata(message.get("metadata"), item.request_metadata)
     if message.get("taskId"):
         task = _continued_task(message, caller, target)
-        created = False
-        remote_context_id = task.remote_context_id or task.context_id
         task.deadline = now + timedelta(seconds=timeout)
-    else:
-        parent = _parent(str(hub.get("parentTaskId") or item.parent_hint or ""), caller)
-        context_id = str(message.get("contextId") or new_id())
-        remote_context_id = (
-            _remote_context(context_id, target) if message.get("contextId") else context_id
-        )
-        task = Task(
-            context_id=context_id,
-            state=TaskState.SUBMITTED,
-            status_timestamp=now,
-            caller=caller,
-            target=target,
-            skill=_skill(hub, target),
-            parent=parent,
-            root_id=(parent.root_id or parent.pk) if parent else None,
-            depth=parent.depth + 1 if parent else 0,
-            trace_id=(parent.trace_id if parent else "")
-            or trace_id_from(item.traceparent)
-            or new_id().replace("-", ""),
-            deadline=now + timedelta(seconds=timeout),
-        )
-        created = True
-    row = Message(
-        message_id=str(message["messageId"]),
-        role="user",
-        parts=message.get("parts") or [],
-        metadata=without_hub_metadata(message.get("metadata")),
-        extensions=message.get("extensions") or [],
-        reference_task_ids=message.get("referenceTaskIds") or [],
-        direction=Direction.REQUEST,
-        kind=kind,
-        envelope=envelope,
-        summary=summary,
-        sender=caller,
-        target=target,
-        recipients=[target.slug],
-        task=task,
-        context_id=task.context_id,
-        correlation_id=str((envelope or {}).get("correlationId") or hub.get("correlationId") or "")[
-            :128
-        ],
-        hop=task.depth + 1,
-        trace_id=task.trace_id,
-        decision=Decision.DELIVER,
-        delivery_state=DeliveryState.PENDING,
+        return task, False, task.remote_context_id or task.context_id
+    parent = _parent(str(hub.get("parentTaskId") or item.parent_hint or ""), caller)
+    context_id = str(message.get("contextId") or new_id())
+    remote_context_id = (
+        _remote_context(context_id, target) if message.get("contextId") else context_id
     )
-    return task, row, created, remote_context_id
+    task = Task(
+        context_id=context_id,
+        state=TaskState.SUBMITTED,
+        status_timestamp=now,
+        caller=caller,
+        target=target,
+        addressed_to=target,
+        skill=_skill(hub, target),
+        parent=parent,
+        root_id=(parent.root_id or parent.pk) if parent else None,
+        depth=parent.depth + 1 if parent else 0,
+        path=[*(parent.path if parent else [caller.slug]), target.slug],
+        trace_id=(parent.trace_id if parent else "")
+        or trace_id_from(item.traceparent)
+        or new_id().replace("-", ""),
+        deadline=now + timedelta(seconds=timeout),
+    )
+    return task, True, remote_context_id
+
+
+def _facts(plan_item: Inbound, task: Task, created: bool, kind: str, envelope: Any) -> Facts:
+    chain = tuple(task.path[:-1]) if task.path else (plan_item.caller.slug,)
+    return Facts(
+        caller=plan_item.caller.slug,
+        target=plan_item.target.slug,
+        kind=kind,
+        skill=task.skill,
+        priority=str((envelope or {}).get("priority", "normal")),
+        chain=chain,
+        new_task=created,
+    )
+
+
+def _row(plan: _Plan, task: Task | None, judged: Judged) -> Message:
+    decision = judged.decision
+    item = plan.item
+    redirected = decision.action == "redirect"
+    return message_row(
+        item.message,
+        role="user",
+        direction=Direction.REQUEST,
+        task=task if task is not None else plan.task,
+        kind=plan.kind,
+        envelope=plan.envelope,
+        summary=plan.summary,
+        sender=item.caller,
+        target=item.target,
+        recipients=[item.target.slug],
+        correlation_id=str(
+            (plan.envelope or {}).get("correlationId") or plan.hub.get("correlationId") or ""
+        )[:128],
+        decision=decision.action,
+        decision_reason=decision.reason,
+        decision_detail=decision.detail,
+        decision_latency_us=judged.latency_us,
+        redirected_to=agent_cache.agent_by_slug(decision.target) if redirected else None,
+        delivery_state={
+            "reject": DeliveryState.REJECTED,
+            "hold": DeliveryState.HELD,
+        }.get(decision.action, DeliveryState.PENDING),
+    )
+
+
+def _refusal(plan: _Plan, judged: Judged) -> PolicyRejected:
+    decision = judged.decision
+    return PolicyRejected(
+        f"refused by the hub's policy: {decision.detail}",
+        reason=decision.reason,
+        retry_after=decision.retry_after,
+        details={"policyVersion": judged.policy_version},
+    )
 
 
 def accept_batch(
@@ -325,75 +379,92 @@ def accept_batch(
 ) -> list[Accepted | HubError]:
     """Accept messages (call inside a transaction); see `messages_accept`.
 
-    With `find_duplicates` off, a retried messageId is left to the unique constraint: the
-    insert fails with IntegrityError and the caller replays the batch with it on.
+    Each message is checked, placed in a task and judged by the coordinator in order; every
+    message is recorded with the decision, including those it refuses (their callers get a
+    `PolicyRejected`). With `find_duplicates` off, a retried messageId is left to the unique
+    constraint: the insert fails with IntegrityError and the caller replays the batch with it on.
     """
     results: list[Accepted | HubError | None] = [None] * len(items)
-    checked: list[tuple[int, Inbound, float, str, Any, str]] = []
+    now = timezone.now()
+    earlier = _earlier(items) if find_duplicates else {}
+    earlier_tasks = Task.objects.in_bulk([found[4] for found in earlier.values()])
+
+    plans: list[_Plan] = []
+    first_in_batch: dict[tuple[int, str], _Plan] = {}
+    repeats: list[tuple[int, _Plan, float]] = []
     for i, item in enumerate(items):
         try:
             _check_parts(item.message)
             kind, envelope, summary = classify(item.message, default_kind="request")
             _check_sender(envelope, item.message, item.caller)
             hub = hub_metadata(item.message.get("metadata"), item.request_metadata)
-            checked.append((i, item, _timeout(hub), kind, envelope, summary))
-        except HubError as exc:
-            results[i] = exc
-
-    keys = {(item.caller.pk, str(item.message["messageId"])) for _, item, *_ in checked}
-    earlier: dict[tuple[int, str], tuple[Any, ...]] = {}
-    if keys and find_duplicates:
-        for found in Message.objects.filter(
-            direction=Direction.REQUEST,
-            sender_id__in={k[0] for k in keys},
-            message_id__in={k[1] for k in keys},
-        ).values_list("pk", "created_at", "kind", "envelope", "task_id", "sender_id", "message_id"):
-            if (found[5], found[6]) in keys and found[4] is not None:
-                earlier[(found[5], found[6])] = found
-    earlier_tasks = Task.objects.in_bulk([found[4] for found in earlier.values()])
-
-    now = timezone.now()
-    plans: list[_Plan] = []
-    first_in_batch: dict[tuple[int, str], _Plan] = {}
-    repeats: list[tuple[int, _Plan, float]] = []
-    for i, item, timeout, kind, envelope, summary in checked:
-        key = (item.caller.pk, str(item.message["messageId"]))
-        if key in earlier:
-            results[i] = _accepted(
-                earlier_tasks[earlier[key][4]], earlier[key], timeout=timeout, duplicate=True
-            )
-            continue
-        if key in first_in_batch:
-            repeats.append((i, first_in_batch[key], timeout))
-            continue
-        try:
-            task, row, created, remote_context_id = _plan(
-                item, now, timeout, kind, envelope, summary
-            )
+            timeout = _timeout(hub)
+            key = (item.caller.pk, str(item.message["messageId"]))
+            if key in earlier:
+                found = earlier[key]
+                results[i] = _accepted(
+                    earlier_tasks[found[4]], found, timeout=timeout, duplicate=True
+                )
+                continue
+            if key in first_in_batch:
+                repeats.append((i, first_in_batch[key], timeout))
+                continue
+            task, created, remote_context_id = _place(item, now, timeout, hub)
         except HubError as exc:
             results[i] = exc
             continue
-        plan = _Plan(i, item, task, row, created, timeout, remote_context_id)
+        plan = _Plan(
+            i,
+            item,
+            timeout,
+            kind,
+            envelope,
+            summary,
+            hub,
+            task,
+            created,
+            remote_context_id,
+            _facts(item, task, created, kind, envelope),
+        )
         plans.append(plan)
         first_in_batch[key] = plan
 
-    insert_rows([p.task for p in plans if p.created])
-    for p in plans:
-        if not p.created:
-            p.task.save(update_fields=["deadline", "updated_at"])
-    Message.objects.bulk_create([p.row for p in plans])
-    publish_traffic_on_commit(
-        [
-            item
-            for p in plans
-            for item in (
-                message_item(p.row, p.task),
-                task_item(p.task, "created" if p.created else "updated"),
-            )
-        ],
-        {p.task.pk: p.task.event_seq for p in plans},
+    for plan, judged in zip(
+        plans, judge([p.facts for p in plans], [p.item.caller.pk for p in plans]), strict=True
+    ):
+        plan.judged = judged
+        action = judged.decision.action
+        if action == "redirect" and plan.created:
+            other = agent_cache.agent_by_slug(judged.decision.target)
+            assert other is not None
+            plan.task.target = other
+            plan.task.path = [*plan.task.path[:-1], other.slug]
+        keep_task = action != "reject" or not plan.created
+        plan.row = _row(plan, plan.task if keep_task else None, judged)
+        if not keep_task:
+            plan.row.task = None
+
+    insert_rows(
+        [p.task for p in plans if p.created and p.judged and p.judged.decision.action != "reject"]
     )
     for p in plans:
+        if not p.created and p.judged and p.judged.decision.action != "reject":
+            p.task.save(update_fields=["deadline", "updated_at"])
+    Message.objects.bulk_create([p.row for p in plans if p.row is not None])
+
+    items_out: list[dict[str, Any]] = []
+    tasks_out: dict[str, int] = {}
+    for p in plans:
+        assert p.row is not None and p.judged is not None
+        decision = p.judged.decision
+        items_out.append(message_item(p.row, p.row.task))
+        if decision.action == "reject":
+            results[p.index] = _refusal(p, p.judged)
+            continue
+        if decision.action == "hold":
+            escalation_hold(task=p.task, message=p.row, decision=decision, caller=p.item.caller)
+        items_out.append(task_item(p.task, "created" if p.created else "updated"))
+        tasks_out[p.task.pk] = p.task.event_seq
         results[p.index] = _accepted(
             p.task,
             p.row,
@@ -401,10 +472,42 @@ def accept_batch(
             created=p.created,
             caller=p.item.caller,
             remote_context_id=p.remote_context_id,
+            decision=decision.action,
+            reason=decision.reason,
+            watch_breaker=p.judged.watch_breaker,
         )
+    publish_traffic_on_commit(items_out, tasks_out)
     for i, first, timeout in repeats:
-        results[i] = _accepted(first.task, first.row, timeout=timeout, duplicate=True)
+        if isinstance(results[first.index], HubError):
+            results[i] = results[first.index]
+        else:
+            assert first.row is not None
+            results[i] = _accepted(first.task, first.row, timeout=timeout, duplicate=True)
     return [r for r in results if r is not None]
+
+
+def _earlier(items: Sequence[Inbound]) -> dict[tuple[int, str], tuple[Any, ...]]:
+    """Messages these items repeat (same sender and messageId), by (sender pk, messageId)."""
+    keys = {
+        (item.caller.pk, str(item.message.get("messageId")))
+        for item in items
+        if item.message.get("messageId")
+    }
+    if not keys:
+        return {}
+    earlier = {}
+    for found in (
+        Message.objects.filter(
+            direction=Direction.REQUEST,
+            sender_id__in={k[0] for k in keys},
+            message_id__in={k[1] for k in keys},
+        )
+        .exclude(decision=Decision.REJECT)
+        .values_list("pk", "created_at", "kind", "envelope", "task_id", "sender_id", "message_id")
+    ):
+        if (found[5], found[6]) in keys and found[4] is not None:
+            earlier[(found[5], found[6])] = found
+    return earlier
 
 
 def messages_accept(items: Sequence[Inbound]) -> list[Accepted | HubError]:
@@ -454,3 +557,27 @@ def message_accept(
 def message_duplicate_view(*, task_id: str, history_length: int | None) -> dict[str, Any]:
     task = Task.objects.get(pk=task_id)
     return task_view(task, history_length=history_length)
+
+
+def queued_delivery(message: Message, task: Task) -> tuple[Accepted, dict[str, Any]]:
+    """What delivering a queued (approved or redirected) message needs: its Accepted, and the
+    message as the caller sent it (A2A ProtoJSON, the hub's ids)."""
+    caller = task.caller
+    accepted = _accepted(
+        task,
+        message,
+        timeout=float(settings.HUB_FORWARD_TIMEOUT),
+        caller=caller,
+        decision=Decision.DELIVER,
+    )
+    wire: dict[str, Any] = {
+        "messageId": message.message_id,
+        "role": "ROLE_USER",
+        "parts": message.parts,
+        "contextId": task.context_id,
+    }
+    if message.metadata:
+        wire["metadata"] = message.metadata
+    if message.extensions:
+        wire["extensions"] = message.extensions
+    return accepted, wire

@@ -56,6 +56,10 @@ def insert_rows(objs: Sequence[Model]) -> None:
         f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({marks})",
         [[f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields] for obj in objs],
     )
+    for obj in objs:
+        # As Model.save() does: a later save() must UPDATE these rows, not insert them again.
+        obj._state.adding = False
+        obj._state.db = connection.alias
 
 
 def insert_values(model: type[Model], fields: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -134,6 +134,21 @@ def task_transition(
     task = Task.objects.select_for_update().filter(pk=task_id).first()
     if task is None:
         raise NotFound(f"task {task_id} does not exist")
+    task_set_state(task, state, status_message=status_message, reason=reason, metadata=metadata)
+    return task
+
+
+def task_set_state(
+    task: Task,
+    state: str,
+    *,
+    status_message: dict[str, Any] | None = None,
+    reason: str = "",
+    metadata: dict[str, Any] | None = None,
+    also_save: Sequence[str] = (),
+) -> None:
+    """Move `task` (locked by the caller) to `state`: record the status update, save the
+    task (with the fields in `also_save`) and publish the change after commit."""
     check_transition(task.pk, task.state, state)
     task.state = state
     task.status_message = status_message
@@ -156,10 +171,10 @@ def task_transition(
             "reason",
             "event_seq",
             "updated_at",
+            *also_save,
         ]
     )
     publish_task_change(task, "status")
-    return task
 
 
 # --- views: a task as A2A shows it ----------------------------------------------------------

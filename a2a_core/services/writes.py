@@ -8,20 +8,40 @@ commit carries dozens of them (see `a2a_core.batching`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from a2a_core.errors import Conflict
+from a2a_core.policy import clock
+from a2a_core.policy.state import policy_state
 from a2a_core.services.messages import Inbound, accept_batch
+from a2a_core.services.policy import current_policy
 from a2a_core.services.tasks import Record, record_batch
 
-Write = Inbound | Record
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a call to `target` went, for its circuit breaker (True: it answered)."""
+
+    target: str
+    ok: bool
+
+
+Write = Inbound | Record | Outcome
 
 
 def _run(ops: Sequence[Write], *, find_duplicates: bool) -> list[Any]:
     results: list[Any] = [None] * len(ops)
     inbound = [(i, op) for i, op in enumerate(ops) if isinstance(op, Inbound)]
-    answers = [(i, op) for i, op in enumerate(ops) if not isinstance(op, Inbound)]
+    answers = [(i, op) for i, op in enumerate(ops) if not isinstance(op, Inbound | Outcome)]
+    outcomes = [(i, op) for i, op in enumerate(ops) if isinstance(op, Outcome)]
+    if outcomes:
+        breaker = current_policy().policy.breaker
+        state, now = policy_state(), clock.now()
+        for i, op in outcomes:
+            results[i] = state.record(op.target, op.ok, breaker, now)
     if inbound:
         accepted = accept_batch([op for _, op in inbound], find_duplicates=find_duplicates)
         for (i, _), result in zip(inbound, accepted, strict=True):
@@ -47,6 +67,9 @@ def writes_commit(ops: Sequence[Write]) -> list[Any]:
     except IntegrityError:
         results: list[Any] = []
         for op in ops:
-            with transaction.atomic():
-                results.extend(_run([op], find_duplicates=True))
+            try:
+                with transaction.atomic():
+                    results.extend(_run([op], find_duplicates=True))
+            except IntegrityError as exc:
+                results.append(Conflict(f"could not record this message: {exc}"))
         return results

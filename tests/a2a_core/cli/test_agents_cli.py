@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from a2a_core.models import Agent, AgentStatus
 from a2a_core.selectors import agent_by_token
+from tests.a2a_core.cli.helpers import a2a
 from tests.factories import make_card
 
 pytestmark = pytest.mark.django_db
-
-
-def a2a(*args: str) -> str:
-    out = io.StringIO()
-    call_command("a2a", *args, stdout=out)
-    return out.getvalue()
 
 
 @pytest.fixture

@@ -1,0 +1,321 @@
+"""`decide(facts, context, policy) -> Decision`: the coordinator's judgement on one message.
+
+Pure: no ORM, no I/O, no clock — everything it needs is in its arguments, so it is fast,
+deterministic and tested in isolation. The checks, in order (the first that applies wins):
+
+ 1. routing_disabled    the global kill switch is off
+ 2. caller_suspended    the caller is suspended (the per-agent kill switch)
+ 3. unknown_target      the target is not registered
+ 4. self_routing        an agent addressing itself
+ 5. denied_by_matrix    a matrix rule (or the default) denies the pair, kind or skill
+ 6. hop_limit           the delegation chain would grow past max_hops
+ 7. loop_detected       the target is already on the chain (A -> B -> A)
+ 8. rate_limit_*        the caller's minute/hour/concurrency limits, the target's incoming limit
+ 9. target_suspended / target_offline / circuit_open
+                        the target cannot take it now; a redirect rule may send it to another
+                        agent with the same skill instead (reason "redirected")
+10. approval_required   a matrix "approve" rule or an approval rule: a human decides
+11. ok                  deliver
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from a2a_core.schemas.policy import ANY, ApprovalRule, MatrixRule, Policy, RateLimits, RedirectRule
+
+ActionName = Literal["deliver", "hold", "redirect", "reject"]
+
+REASONS = (
+    "routing_disabled",
+    "caller_suspended",
+    "unknown_target",
+    "self_routing",
+    "denied_by_matrix",
+    "hop_limit",
+    "loop_detected",
+    "rate_limit_minute",
+    "rate_limit_hour",
+    "rate_limit_concurrent",
+    "rate_limit_incoming",
+    "target_suspended",
+    "target_offline",
+    "circuit_open",
+    "redirected",
+    "approval_required",
+    "ok",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentState:
+    slug: str
+    status: str  # online | idle | busy | suspended | offline
+    inbox: bool  # an inbox agent that is offline still queues work
+    skills: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the message is."""
+
+    caller: str
+    target: str
+    kind: str = "request"
+    skill: str = ""
+    priority: str = "normal"
+    # Agents on the delegation chain so far, from the root caller to this caller.
+    chain: tuple[str, ...] = ()
+    # A new task (not a message continuing one): only new tasks count towards concurrency,
+    # need approval or can be redirected.
+    new_task: bool = True
+
+    @property
+    def hop(self) -> int:
+        """How many calls deep this one is (a first call is hop 1)."""
+        return max(1, len(self.chain))
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The caller's and the target's counts so far in the current windows."""
+
+    minute: int = 0
+    hour: int = 0
+    inflight: int = 0
+    target_minute: int = 0
+    minute_resets_in: float = 60.0
+    hour_resets_in: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerView:
+    state: Literal["closed", "open", "half_open"] = "closed"
+    retry_after: float = 0.0
+    # Half-open: whether the one trial call is still free to take.
+    probe_available: bool = False
+    # Consecutive failures so far (a closed breaker may be counting towards opening).
+    failures: int = 0
+
+
+CLOSED = BreakerView()
+
+
+@dataclass(frozen=True)
+class Context:
+    """The state the decision depends on, gathered by the caller of `decide`."""
+
+    agents: Mapping[str, AgentState]
+    usage: Usage = field(default_factory=Usage)
+    breakers: Mapping[str, BreakerView] = field(default_factory=dict)
+    # skill id -> slugs of agents that have it (redirect candidates)
+    by_skill: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: ActionName
+    reason: str
+    detail: str = ""
+    # Where the message goes: the target, or the agent it is redirected to.
+    target: str = ""
+    retry_after: float | None = None
+    approval: ApprovalRule | None = None
+    # The target's breaker is half-open and this message is its trial call.
+    probe: bool = False
+
+    @property
+    def delivers(self) -> bool:
+        return self.action in ("deliver", "redirect")
+
+
+def _reject(reason: str, detail: str, retry_after: float | None = None) -> Decision:
+    return Decision("reject", reason, detail, retry_after=retry_after)
+
+
+# --- the compiled policy --------------------------------------------------------------------
+
+
+def _applies(rule: MatrixRule, kind: str, skill: str) -> bool:
+    return (not rule.kinds or kind in rule.kinds) and (not rule.skills or skill in rule.skills)
+
+
+class CompiledPolicy:
+    """A policy indexed for constant-time lookups (10,000 matrix rules cost no more than 10)."""
+
+    def __init__(self, policy: Policy, *, version: int = 0) -> None:
+        self.policy = policy
+        self.version = version
+        self._matrix: dict[tuple[str, str], list[MatrixRule]] = {}
+        for rule in policy.matrix:
+            self._matrix.setdefault((rule.caller, rule.target), []).append(rule)
+        self._limits = dict(policy.agent_limits)
+
+    def matrix_action(self, caller: str, target: str, kind: str, skill: str) -> tuple[str, str]:
+        """(action, why): the most specific rule wins; the default when none applies."""
+        for key in ((caller, target), (caller, ANY), (ANY, target), (ANY, ANY)):
+            for rule in self._matrix.get(key, ()):
+                if _applies(rule, kind, skill):
+                    return rule.action, f"matrix rule {rule.caller} -> {rule.target}"
+        return self.policy.default_action, "the default for unlisted pairs"
+
+    def limits_for(self, caller: str) -> RateLimits:
+        return self._limits.get(caller, self.policy.limits)
+
+    def approval_for(self, facts: Facts) -> ApprovalRule | None:
+        for rule in self.policy.approvals:
+            if (
+                (not rule.kinds or facts.kind in rule.kinds)
+                and (not rule.skills or facts.skill in rule.skills)
+                and (not rule.priorities or facts.priority in rule.priorities)
+                and (not rule.callers or ANY in rule.callers or facts.caller in rule.callers)
+                and (not rule.targets or ANY in rule.targets or facts.target in rule.targets)
+            ):
+                return rule
+        return None
+
+    def redirect_rules(self, target: str, why: str) -> list[RedirectRule]:
+        return [
+            rule
+            for rule in self.policy.redirects
+            if why in rule.when and (ANY in rule.targets or target in rule.targets)
+        ]
+
+
+# --- the checks -----------------------------------------------------------------------------
+
+
+def _rate_limit(
+    facts: Facts, usage: Usage, limits: RateLimits, target_limits: RateLimits
+) -> Decision | None:
+    if limits.per_minute is not None and usage.minute >= limits.per_minute:
+        return _reject(
+            "rate_limit_minute",
+            f"{facts.caller} sent {usage.minute} messages this minute (limit {limits.per_minute})",
+            usage.minute_resets_in,
+        )
+    if limits.per_hour is not None and usage.hour >= limits.per_hour:
+        return _reject(
+            "rate_limit_hour",
+            f"{facts.caller} sent {usage.hour} messages this hour (limit {limits.per_hour})",
+            usage.hour_resets_in,
+        )
+    if facts.new_task and limits.concurrent is not None and usage.inflight >= limits.concurrent:
+        return _reject(
+            "rate_limit_concurrent",
+            f"{facts.caller} has {usage.inflight} tasks in flight (limit {limits.concurrent})",
+            1.0,
+        )
+    incoming = target_limits.incoming_per_minute
+    if incoming is not None and usage.target_minute >= incoming:
+        return _reject(
+            "rate_limit_incoming",
+            f"{facts.target} received {usage.target_minute} messages this minute (limit {incoming})",
+            usage.minute_resets_in,
+        )
+    return None
+
+
+def _unavailable(target: AgentState, breaker: BreakerView) -> tuple[str, str, float | None] | None:
+    """(why, detail, retry_after) when the target cannot take a message now."""
+    if target.status == "suspended":
+        return "suspended", f"{target.slug} is suspended", None
+    if target.status == "offline" and not target.inbox:
+        return "offline", f"{target.slug} is offline", None
+    if breaker.state == "open" or (breaker.state == "half_open" and not breaker.probe_available):
+        return (
+            "circuit_open",
+            f"{target.slug} failed repeatedly; its circuit breaker is open",
+            max(breaker.retry_after, 1.0),
+        )
+    return None
+
+
+def _redirect(facts: Facts, ctx: Context, policy: CompiledPolicy, why: str) -> AgentState | None:
+    for rule in policy.redirect_rules(facts.target, why):
+        if rule.to is not None:
+            names: tuple[str, ...] = (rule.to,)
+        elif facts.skill:
+            names = ctx.by_skill.get(facts.skill, ())
+        else:
+            names = ()
+        for name in names:
+            candidate = ctx.agents.get(name)
+            if (
+                candidate is None
+                or name in (facts.target, facts.caller)
+                or name in facts.chain
+                or _unavailable(candidate, ctx.breakers.get(name, CLOSED)) is not None
+            ):
+                continue
+            action, _ = policy.matrix_action(facts.caller, name, facts.kind, facts.skill)
+            if action != "deny":
+                return candidate
+    return None
+
+
+def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
+    """Judge one message. See the module docstring for the checks and their order."""
+    rules = policy.policy
+    if not rules.routing_enabled:
+        return _reject("routing_disabled", "routing through the hub is switched off")
+    caller = ctx.agents.get(facts.caller)
+    if caller is not None and caller.status == "suspended":
+        return _reject("caller_suspended", f"{facts.caller} is suspended")
+    target = ctx.agents.get(facts.target)
+    if target is None:
+        return _reject("unknown_target", f"no agent {facts.target!r} is registered")
+    if facts.caller == facts.target:
+        return _reject("self_routing", f"{facts.caller} cannot send messages to itself")
+
+    action, why = policy.matrix_action(facts.caller, facts.target, facts.kind, facts.skill)
+    if action == "deny":
+        return _reject("denied_by_matrix", f"{facts.caller} -> {facts.target} is denied by {why}")
+
+    if facts.hop > rules.max_hops:
+        return _reject(
+            "hop_limit",
+            f"this call would be hop {facts.hop} of a delegation chain (limit {rules.max_hops})",
+        )
+    if rules.loop_detection and facts.target in facts.chain:
+        path = " -> ".join((*facts.chain, facts.target))
+        return _reject("loop_detected", f"{facts.target} is already on this chain: {path}")
+
+    limited = _rate_limit(
+        facts, ctx.usage, policy.limits_for(facts.caller), policy.limits_for(facts.target)
+    )
+    if limited is not None:
+        return limited
+
+    breaker = ctx.breakers.get(facts.target, CLOSED) if rules.breaker.enabled else CLOSED
+    unavailable = _unavailable(target, breaker)
+    if unavailable is not None:
+        why_not, detail, retry_after = unavailable
+        other = _redirect(facts, ctx, policy, why_not) if facts.new_task else None
+        if other is None:
+            reason = "circuit_open" if why_not == "circuit_open" else f"target_{why_not}"
+            return _reject(reason, detail, retry_after)
+        approval = policy.approval_for(replace(facts, target=other.slug))
+        if approval is not None:
+            return Decision(
+                "hold",
+                "approval_required",
+                f"{detail}; {approval.name}",
+                other.slug,
+                approval=approval,
+            )
+        return Decision("redirect", "redirected", f"{detail}; sent to {other.slug}", other.slug)
+
+    if facts.new_task:
+        if action == "approve":
+            rule = ApprovalRule(name=f"{why} needs approval", callers=[facts.caller])
+            return Decision("hold", "approval_required", rule.name, facts.target, approval=rule)
+        approval = policy.approval_for(facts)
+        if approval is not None:
+            return Decision(
+                "hold", "approval_required", approval.name, facts.target, approval=approval
+            )
+    probe = breaker.state == "half_open" and breaker.probe_available
+    return Decision("deliver", "ok", target=facts.target, probe=probe)

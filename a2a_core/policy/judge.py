@@ -1,0 +1,206 @@
+"""Applying the policy to a batch of messages: gather the state once, decide each message,
+count what passes.
+
+Runs inside the transaction that records the messages. `decide` stays pure: everything it
+reads comes from here. A message that passes is counted atomically in the shared windows
+(`PolicyState.reserve`); when a concurrent worker got there first, the message is judged
+again with the new counts and refused. Messages earlier in the batch count for later ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+
+from a2a_core import agent_cache
+from a2a_core.models import ACTIVE_STATE_LIST, Agent, AgentStatus, DeliveryMode, Skill, Task
+from a2a_core.policy import clock
+from a2a_core.policy.decide import (
+    AgentState,
+    CompiledPolicy,
+    Context,
+    Decision,
+    Facts,
+    Usage,
+    decide,
+)
+from a2a_core.policy.state import PolicyState, WindowCounts, Windows, policy_state
+from a2a_core.services.policy import current_policy
+
+# How long a half-open breaker's trial call holds the probe before another may try.
+PROBE_HOLD_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Judged:
+    decision: Decision
+    latency_us: int
+    policy_version: int
+    # The target's breaker has something to forget or count: report how the call went.
+    watch_breaker: bool = False
+
+
+def agent_state(agent: Agent, skills: Sequence[str] | None = None) -> AgentState:
+    if skills is None:
+        skills = getattr(agent, "skill_ids", None)
+    if skills is None:
+        skills = tuple(agent.skills.values_list("skill_id", flat=True))
+    status = (
+        agent.status if agent.status in (AgentStatus.SUSPENDED, AgentStatus.OFFLINE) else "online"
+    )
+    return AgentState(
+        agent.slug, status, agent.delivery_mode == DeliveryMode.INBOX, frozenset(skills)
+    )
+
+
+class _Agents(Mapping[str, AgentState]):
+    """Agents by slug, loaded (from the per-process cache) only when `decide` asks."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, AgentState | None] = {}
+
+    def __getitem__(self, slug: str) -> AgentState:
+        if slug not in self._seen:
+            agent = agent_cache.agent_by_slug(slug)
+            self._seen[slug] = agent_state(agent) if agent is not None else None
+        found = self._seen[slug]
+        if found is None:
+            raise KeyError(slug)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(slug for slug, state in self._seen.items() if state is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for state in self._seen.values() if state is not None)
+
+
+class _BySkill(Mapping[str, tuple[str, ...]]):
+    """Agents with a skill (redirect candidates), looked up only for redirects."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[str, ...]] = {}
+
+    def __getitem__(self, skill: str) -> tuple[str, ...]:
+        if skill not in self._seen:
+            self._seen[skill] = tuple(
+                Skill.objects.filter(skill_id=skill)
+                .order_by("agent__slug")
+                .values_list("agent__slug", flat=True)[:50]
+            )
+        return self._seen[skill]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._seen)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def _inflight(callers: set[int]) -> dict[int, int]:
+    """Tasks in flight per caller pk (the concurrency limit). Raw SQL: this runs for every
+    batch of messages, and building it through the ORM cost more than running it."""
+    if not callers:
+        return {}
+    q = connection.ops.quote_name
+    caller = q(Task._meta.get_field("caller").column)
+    marks = ", ".join(["%s"] * len(callers))
+    states = ", ".join(["%s"] * len(ACTIVE_STATE_LIST))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {caller}, COUNT(*) FROM {q(Task._meta.db_table)} "
+            f"WHERE {caller} IN ({marks}) AND {q('state')} IN ({states}) GROUP BY {caller}",
+            [*sorted(callers), *ACTIVE_STATE_LIST],
+        )
+        return dict(cursor.fetchall())
+
+
+def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
+    """Decide each message, in order; `callers[i]` is the pk of `facts[i].caller`."""
+    policy = current_policy()
+    if not settings.HUB_POLICY_ENABLED:
+        return [
+            Judged(Decision("deliver", "ok", target=f.target), 0, policy.version) for f in facts
+        ]
+    state = policy_state()
+    now = clock.now()
+    windows = [Windows.at(now, f.caller, f.target) for f in facts]
+    counts = state.windows(
+        key for w in windows for key in (w.caller_minute, w.caller_hour, w.target_minute)
+    )
+    inflight = _inflight({pk for pk, f in zip(callers, facts, strict=True) if f.new_task})
+    breakers = (
+        state.breakers({f.target for f in facts}, now) if policy.policy.breaker.enabled else {}
+    )
+    agents, by_skill = _Agents(), _BySkill()
+
+    judged = []
+    for fact, window, caller_pk in zip(facts, windows, callers, strict=True):
+        started = time.perf_counter_ns()
+        usage = _usage(counts, window, inflight.get(caller_pk, 0))
+        context = Context(agents=agents, usage=usage, breakers=breakers, by_skill=by_skill)
+        decision = decide(fact, context, policy)
+        latency = (time.perf_counter_ns() - started) // 1000
+        if decision.action != "reject":
+            decision = _count(
+                state, policy, fact, decision, context, now, counts, inflight, caller_pk
+            )
+        watch = (decision.target or fact.target) in breakers
+        judged.append(Judged(decision, latency, policy.version, watch))
+    counts.save()
+    return judged
+
+
+def _usage(counts: WindowCounts, window: Windows, inflight: int) -> Usage:
+    return Usage(
+        minute=counts.get(window.caller_minute),
+        hour=counts.get(window.caller_hour),
+        inflight=inflight,
+        target_minute=counts.get(window.target_minute),
+        minute_resets_in=window.minute_resets_in,
+        hour_resets_in=window.hour_resets_in,
+    )
+
+
+def _count(
+    state: PolicyState,
+    policy: CompiledPolicy,
+    fact: Facts,
+    decision: Decision,
+    context: Context,
+    now: float,
+    counts: WindowCounts,
+    inflight: dict[int, int],
+    caller_pk: int,
+) -> Decision:
+    """Count a message that passed; if the windows filled up meanwhile (another worker), judge
+    it again with the counts as they are now."""
+    target = decision.target or fact.target
+    window = Windows.at(now, fact.caller, target)
+    if not counts.reserve(window, policy.limits_for(fact.caller), policy.limits_for(target)):
+        usage = _usage(counts, window, context.usage.inflight)
+        again = decide(
+            fact, Context(context.agents, usage, context.breakers, context.by_skill), policy
+        )
+        if again.action == "reject":
+            return again
+        return Decision(
+            "reject",
+            "rate_limit_incoming" if target != fact.target else "rate_limit_minute",
+            "the rate limit was reached",
+            retry_after=window.minute_resets_in,
+        )
+    if fact.new_task and decision.action != "hold":
+        inflight[caller_pk] = inflight.get(caller_pk, 0) + 1
+    if decision.probe and not state.claim_probe(target, now, PROBE_HOLD_SECONDS):
+        return Decision(
+            "reject",
+            "circuit_open",
+            f"{target}'s breaker is half-open and its trial call is taken",
+            retry_after=1.0,
+        )
+    return decision

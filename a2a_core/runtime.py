@@ -1,0 +1,112 @@
+"""What every server process runs besides answering requests.
+
+- the bus listener: events from other processes (a new policy, a changed agent, a queued
+  delivery) reach this process's caches and outbox at once;
+- the outbox: delivers queued messages (approved or redirected by a human);
+- the sweeper: applies escalation deadlines and clears old rate-limit windows.
+Each loop survives its own errors; the database stays the source of truth, so a missed event
+only delays things until the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from a2a_core import agent_cache
+from a2a_core.asyncdb import db
+from a2a_core.logging import get_logger
+
+log = get_logger("runtime")
+
+OUTBOX_POLL_SECONDS = 2.0
+SWEEP_SECONDS = 1.0
+GROUPS = ("policy", "agents", "outbox")
+
+_tasks: list[asyncio.Task[None]] = []
+_outbox_wake: asyncio.Event | None = None
+
+
+async def _bus() -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    channel = await layer.new_channel()
+    for group in GROUPS:
+        await layer.group_add(group, channel)
+    try:
+        while True:
+            message: dict[str, Any] = await layer.receive(channel)
+            name = str(message.get("event", ""))
+            if name.startswith("policy."):
+                from a2a_core.services.policy import invalidate
+
+                invalidate()
+            elif name.startswith("agent."):
+                agent_cache.forget(agent_id=message.get("agent_id"), slug=message.get("slug"))
+            elif name.startswith("outbox.") and _outbox_wake is not None:
+                _outbox_wake.set()
+    finally:
+        for group in GROUPS:
+            with contextlib.suppress(Exception):
+                await layer.group_discard(group, channel)
+
+
+async def _outbox() -> None:
+    from a2a_core.delivery.outbox import outbox_run_once
+
+    assert _outbox_wake is not None
+    while True:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(OUTBOX_POLL_SECONDS):
+                await _outbox_wake.wait()
+        _outbox_wake.clear()
+        try:
+            while await outbox_run_once():
+                pass
+        except Exception:
+            log.debug("outbox pass failed", exc_info=True)
+
+
+def _sweep(now: float, last_cleanup: float) -> float:
+    from a2a_core.models import PolicyCounter
+    from a2a_core.services.escalations import escalations_expire
+
+    escalations_expire()
+    if now - last_cleanup > 600:
+        PolicyCounter.objects.filter(window__lt=int(now) - 7200).delete()
+        return now
+    return last_cleanup
+
+
+async def _sweeper() -> None:
+    last_cleanup = 0.0
+    while True:
+        await asyncio.sleep(SWEEP_SECONDS)
+        try:
+            last_cleanup = await db(_sweep, time.time(), last_cleanup)
+        except Exception:
+            log.debug("sweep failed", exc_info=True)
+
+
+async def start() -> None:
+    global _outbox_wake
+    if _tasks:
+        return
+    _outbox_wake = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for name, coroutine in (("bus", _bus()), ("outbox", _outbox()), ("sweeper", _sweeper())):
+        _tasks.append(loop.create_task(coroutine, name=f"hub-{name}"))
+
+
+async def stop() -> None:
+    global _outbox_wake
+    for task in _tasks:
+        task.cancel()
+    await asyncio.gather(*_tasks, return_exceptions=True)
+    _tasks.clear()
+    _outbox_wake = None

@@ -1,0 +1,152 @@
+"""The coordinator's policy: one validated document, versioned by the hub.
+
+Everything an admin can change is here: the routing kill switch, who may route to whom (a
+matrix of caller -> target rules with a default), rate limits, the hop limit and loop
+detection, circuit breakers, approval rules and redirect rules. Agent ids are slugs; `*`
+matches any agent.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from a2a_core.errors import FieldProblem, ValidationFailed
+from a2a_core.schemas.envelopes import ALIASES, KINDS
+
+Action = Literal["allow", "deny", "approve"]
+Priority = Literal["low", "normal", "high", "urgent"]
+Pattern = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^(\*|[a-z0-9][a-z0-9_-]*)$")]
+Kind = Annotated[str, Field(min_length=1, max_length=40)]
+
+ANY = "*"
+VALID_KINDS = frozenset(KINDS) | frozenset(ALIASES)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class _KindsAndSkills(Strict):
+    kinds: list[Kind] = Field(default_factory=list, max_length=50)
+    skills: list[str] = Field(default_factory=list, max_length=50)
+
+    @model_validator(mode="after")
+    def _known_kinds(self) -> _KindsAndSkills:
+        unknown = sorted(set(self.kinds) - VALID_KINDS)
+        if unknown:
+            raise ValueError(f"unknown kind(s) {unknown}; valid: {sorted(VALID_KINDS)}")
+        return self
+
+
+class MatrixRule(_KindsAndSkills):
+    """Whether `caller` may route to `target`, optionally only for some kinds or skills."""
+
+    caller: Pattern
+    target: Pattern
+    action: Action
+
+
+class RateLimits(Strict):
+    """Per caller: messages per minute and per hour, tasks in flight at once. Per target:
+    incoming messages per minute. None means no limit."""
+
+    per_minute: int | None = Field(default=600, ge=1)
+    per_hour: int | None = Field(default=20000, ge=1)
+    concurrent: int | None = Field(default=50, ge=1)
+    incoming_per_minute: int | None = Field(default=None, ge=1)
+
+
+class Breaker(Strict):
+    """A target that fails `failure_threshold` times in a row is skipped for `cooldown_seconds`;
+    then one call is let through (half-open): success closes the breaker, failure reopens it."""
+
+    enabled: bool = True
+    failure_threshold: int = Field(default=5, ge=1, le=1000)
+    cooldown_seconds: float = Field(default=30.0, gt=0, le=86400)
+
+
+class ApprovalRule(_KindsAndSkills):
+    """Messages matching every condition given (any value in a list) wait for a human."""
+
+    name: Annotated[str, Field(min_length=1, max_length=80)]
+    priorities: list[Priority] = Field(default_factory=list)
+    callers: list[Pattern] = Field(default_factory=list)
+    targets: list[Pattern] = Field(default_factory=list)
+    deadline_seconds: int = Field(default=3600, ge=10, le=7 * 86400)
+    timeout_outcome: Literal["reject", "approve"] = "reject"
+
+    @model_validator(mode="after")
+    def _has_a_condition(self) -> ApprovalRule:
+        if not (self.kinds or self.skills or self.priorities or self.callers or self.targets):
+            raise ValueError("an approval rule needs at least one condition")
+        return self
+
+
+Unavailable = Literal["suspended", "circuit_open", "offline"]
+
+
+def _default_when() -> list[Unavailable]:
+    return ["suspended", "circuit_open"]
+
+
+class RedirectRule(Strict):
+    """When the target is unavailable for one of `when`, send to `to` — or, when `to` is
+    empty, to another available agent with the skill the message asked for."""
+
+    targets: list[Pattern] = Field(default_factory=lambda: [ANY])
+    when: list[Unavailable] = Field(default_factory=_default_when, min_length=1)
+    to: Pattern | None = None
+
+
+def _default_approvals() -> list[ApprovalRule]:
+    return [ApprovalRule(name="escalations need a human", kinds=["escalation"])]
+
+
+def _default_redirects() -> list[RedirectRule]:
+    return [RedirectRule()]
+
+
+class Policy(Strict):
+    routing_enabled: bool = True
+    default_action: Action = "allow"
+    matrix: list[MatrixRule] = Field(default_factory=list, max_length=100_000)
+    limits: RateLimits = Field(default_factory=RateLimits)
+    # Per-caller overrides of `limits` (slug -> limits).
+    agent_limits: dict[str, RateLimits] = Field(default_factory=dict)
+    max_hops: int = Field(default=5, ge=1, le=100)
+    loop_detection: bool = True
+    breaker: Breaker = Field(default_factory=Breaker)
+    approvals: list[ApprovalRule] = Field(default_factory=_default_approvals, max_length=1000)
+    redirects: list[RedirectRule] = Field(default_factory=_default_redirects, max_length=1000)
+
+    def as_document(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+POLICY_ADAPTER: TypeAdapter[Policy] = TypeAdapter(Policy)
+
+
+def default_policy() -> Policy:
+    return Policy()
+
+
+def parse_policy(data: Any) -> Policy:
+    """Validate a policy document; `ValidationFailed` lists every problem with its path."""
+    if not isinstance(data, dict):
+        raise ValidationFailed(
+            "a policy must be a JSON object",
+            [FieldProblem("", f"expected an object, got {type(data).__name__}")],
+        )
+    try:
+        return POLICY_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        problems = [
+            FieldProblem(".".join(str(p) for p in error["loc"]), error["msg"])
+            for error in exc.errors(include_url=False)
+        ]
+        raise ValidationFailed(f"invalid policy ({len(problems)} problems)", problems) from None

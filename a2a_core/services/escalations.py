@@ -1,0 +1,302 @@
+"""Held messages and questions waiting for a human: creating them and deciding them.
+
+A message the policy holds leaves its task in `auth-required` (an interrupted state: a
+blocking caller gets its answer at once) with an approval escalation. A human approves it
+(optionally editing it first), redirects it to another agent, or rejects it with a reason;
+when nobody decides before the deadline the rule's timeout outcome applies. Approved and
+redirected messages are queued: a server process delivers them (see delivery/outbox.py).
+Every decision is an audit event and announced on the `escalations` group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from a2a_core import agent_cache
+from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
+from a2a_core.events import event, publish_many_on_commit
+from a2a_core.models import (
+    PRIORITY_RANK,
+    Agent,
+    DeliveryState,
+    Escalation,
+    EscalationKind,
+    EscalationStatus,
+    Message,
+    Task,
+    TaskState,
+)
+from a2a_core.models.task import new_id
+from a2a_core.policy.decide import Decision
+from a2a_core.services.audit import audit_record
+from a2a_core.services.tasks import task_set_state
+
+
+def _announce(escalation: Escalation, name: str) -> None:
+    publish_many_on_commit(
+        [
+            (
+                "escalations",
+                event(
+                    name,
+                    escalation_id=escalation.pk,
+                    status=escalation.status,
+                    task_id=escalation.task_id,
+                    kind=escalation.kind,
+                ),
+            )
+        ]
+    )
+
+
+def _agent_says(task: Task, text: str) -> dict[str, Any]:
+    return {
+        "messageId": new_id(),
+        "role": "ROLE_AGENT",
+        "parts": [{"text": text}],
+        "taskId": task.pk,
+        "contextId": task.context_id,
+    }
+
+
+def _set_state(
+    task: Task, state: str, text: str, *, reason: str = "", also_save: Sequence[str] = ()
+) -> None:
+    """Move a locked task to `state` with a status message from the hub."""
+    task_set_state(
+        task,
+        state,
+        status_message=_agent_says(task, text),
+        reason=reason or text,
+        also_save=also_save,
+    )
+
+
+def escalation_hold(
+    *, task: Task, message: Message, decision: Decision, caller: Agent
+) -> Escalation:
+    """Hold a just-recorded message for a human (call in the transaction that recorded it)."""
+    rule = decision.approval
+    deadline_seconds = rule.deadline_seconds if rule is not None else 3600
+    deadline = timezone.now() + timedelta(seconds=deadline_seconds)
+    priority = (message.envelope or {}).get("priority", "normal")
+    escalation = Escalation.objects.create(
+        kind=EscalationKind.APPROVAL,
+        priority=priority,
+        priority_rank=PRIORITY_RANK.get(priority, 1),
+        task=task,
+        message=message,
+        agent=caller,
+        question=message.summary,
+        reason=decision.detail[:500],
+        deadline=deadline,
+        timeout_outcome=rule.timeout_outcome if rule is not None else "reject",
+    )
+    _set_state(
+        task,
+        TaskState.AUTH_REQUIRED,
+        f"held for approval ({decision.detail}); an operator decides before "
+        f"{deadline.strftime('%Y-%m-%d %H:%M:%S')} UTC",
+    )
+    _announce(escalation, "escalation.opened")
+    return escalation
+
+
+def _open(escalation_id: int, kind: str = EscalationKind.APPROVAL) -> Escalation:
+    escalation = (
+        Escalation.objects.select_for_update(of=("self",))
+        .select_related("task", "message", "agent")
+        .filter(pk=escalation_id)
+        .first()
+    )
+    if escalation is None:
+        raise NotFound(f"there is no escalation {escalation_id}")
+    if escalation.kind != kind:
+        raise Conflict(f"escalation {escalation_id} is an {escalation.kind} escalation")
+    if escalation.status != EscalationStatus.PENDING:
+        who = escalation.decided_by.get_username() if escalation.decided_by else "the hub"
+        raise Conflict(
+            f"escalation {escalation_id} was already {escalation.status} by {who}",
+            details={"status": escalation.status},
+        )
+    # Lock the task too: a decision changes it.
+    escalation.task = Task.objects.select_for_update().get(pk=escalation.task_id)
+    return escalation
+
+
+def _decided(escalation: Escalation, status: str, actor: User | None, **fields: Any) -> None:
+    escalation.status = status
+    escalation.decided_by = actor if actor is not None and actor.is_authenticated else None
+    escalation.decided_at = timezone.now()
+    for name, value in fields.items():
+        setattr(escalation, name, value)
+    escalation.save()
+    _announce(escalation, "escalation.decided")
+
+
+def _queue(message: Message) -> None:
+    Message.objects.filter(pk=message.pk).update(delivery_state=DeliveryState.QUEUED)
+    publish_many_on_commit([("outbox", event("outbox.queued", message_pk=message.pk))])
+
+
+@transaction.atomic
+def escalation_approve(
+    *,
+    escalation_id: int,
+    actor: User | None = None,
+    actor_label: str = "",
+    edited_text: str | None = None,
+) -> Escalation:
+    """Let a held message through (after replacing its text with `edited_text`, if given)."""
+    escalation = _open(escalation_id)
+    message = escalation.message
+    assert message is not None
+    data: dict[str, Any] = {}
+    if edited_text is not None:
+        edited_text = edited_text.strip()
+        if not edited_text:
+            raise ValidationFailed(
+                "the edited message is empty", [FieldProblem("text", "write the message to send")]
+            )
+        data = {"originalParts": message.parts}
+        message.parts = [
+            *[p for p in message.parts if "text" not in p],
+            {"text": edited_text},
+        ]
+        message.summary = edited_text[:200]
+        message.save(update_fields=["parts", "summary"])
+    who = actor.get_username() if actor is not None else actor_label or "the hub"
+    _set_state(escalation.task, TaskState.WORKING, f"approved by {who}; delivering")
+    _queue(message)
+    _decided(
+        escalation,
+        EscalationStatus.APPROVED,
+        actor,
+        answer=edited_text or "",
+        answer_data=data or None,
+    )
+    audit_record(
+        action="escalation.edit_approve" if edited_text is not None else "escalation.approve",
+        summary=f"approved held message {message.message_id} from {escalation.agent.slug}"
+        + (" after editing it" if edited_text is not None else ""),
+        actor=actor,
+        actor_label=actor_label,
+        agent=escalation.agent,
+        object_type="escalation",
+        object_id=escalation.pk,
+        data=data,
+    )
+    return escalation
+
+
+@transaction.atomic
+def escalation_redirect(
+    *, escalation_id: int, to: str, actor: User | None = None, actor_label: str = ""
+) -> Escalation:
+    """Send a held message to another agent instead."""
+    escalation = _open(escalation_id)
+    message = escalation.message
+    assert message is not None
+    target = Agent.objects.filter(slug=to).first()
+    if target is None:
+        raise ValidationFailed(
+            "unknown agent", [FieldProblem("to", f"no agent {to!r} is registered")]
+        )
+    if target.pk in (escalation.task.target_id, escalation.task.caller_id):
+        raise ValidationFailed(
+            "redirect elsewhere", [FieldProblem("to", f"{to} is already a party to this task")]
+        )
+    task = escalation.task
+    task.target = target
+    task.path = [*task.path[:-1], target.slug]
+    message.redirected_to = target
+    message.save(update_fields=["redirected_to"])
+    who = actor.get_username() if actor is not None else actor_label or "the hub"
+    _set_state(
+        task,
+        TaskState.WORKING,
+        f"redirected to {to} by {who}; delivering",
+        also_save=["target", "path"],
+    )
+    _queue(message)
+    _decided(escalation, EscalationStatus.REDIRECTED, actor, answer=to)
+    audit_record(
+        action="escalation.redirect",
+        summary=f"redirected held message {message.message_id} from {escalation.agent.slug} to {to}",
+        actor=actor,
+        actor_label=actor_label,
+        agent=escalation.agent,
+        object_type="escalation",
+        object_id=escalation.pk,
+        data={"to": to},
+    )
+    agent_cache.forget(slug=to)
+    return escalation
+
+
+@transaction.atomic
+def escalation_reject(
+    *, escalation_id: int, reason: str, actor: User | None = None, actor_label: str = ""
+) -> Escalation:
+    """Refuse a held message; the caller's task ends `rejected` with the reason."""
+    reason = reason.strip()
+    if not reason:
+        raise ValidationFailed(
+            "a reason is required", [FieldProblem("reason", "say why; the calling agent sees it")]
+        )
+    escalation = _open(escalation_id)
+    message = escalation.message
+    assert message is not None
+    who = actor.get_username() if actor is not None else actor_label or "the hub"
+    _set_state(escalation.task, TaskState.REJECTED, f"rejected by {who}: {reason}", reason=reason)
+    Message.objects.filter(pk=message.pk).update(delivery_state=DeliveryState.REJECTED)
+    _decided(escalation, EscalationStatus.REJECTED, actor, answer=reason)
+    audit_record(
+        action="escalation.reject",
+        summary=f"rejected held message {message.message_id} from {escalation.agent.slug}: {reason}",
+        actor=actor,
+        actor_label=actor_label,
+        agent=escalation.agent,
+        object_type="escalation",
+        object_id=escalation.pk,
+        data={"reason": reason},
+    )
+    return escalation
+
+
+def escalations_expire(*, now: Any = None) -> int:
+    """Apply the timeout outcome to every pending approval past its deadline; returns how many.
+
+    Safe to run in every worker at once: each escalation is decided by whoever locks it first.
+    """
+    now = now or timezone.now()
+    due = list(
+        Escalation.objects.filter(
+            status=EscalationStatus.PENDING, kind=EscalationKind.APPROVAL, deadline__lt=now
+        ).values_list("pk", "timeout_outcome")[:100]
+    )
+    done = 0
+    for pk, outcome in due:
+        try:
+            with transaction.atomic():
+                if outcome == "approve":
+                    escalation_approve(escalation_id=pk, actor_label="deadline")
+                else:
+                    escalation = escalation_reject(
+                        escalation_id=pk,
+                        reason="nobody decided before the deadline",
+                        actor_label="deadline",
+                    )
+                    Escalation.objects.filter(pk=escalation.pk).update(
+                        status=EscalationStatus.EXPIRED
+                    )
+            done += 1
+        except Conflict:
+            continue  # another worker decided it first
+    return done

@@ -1,0 +1,455 @@
+"""decide(): every check, the order between them, and two properties that must always hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from a2a_core.policy.decide import (
+    AgentState,
+    BreakerView,
+    CompiledPolicy,
+    Context,
+    Facts,
+    Usage,
+    decide,
+)
+from a2a_core.schemas.policy import parse_policy
+
+AGENTS = {
+    "alpha": AgentState("alpha", "online", False, frozenset({"plan"})),
+    "beta": AgentState("beta", "online", False, frozenset({"review"})),
+    "gamma": AgentState("gamma", "online", False, frozenset({"review"})),
+    "sleepy": AgentState("sleepy", "suspended", False, frozenset({"review"})),
+    "ghost": AgentState("ghost", "offline", False, frozenset({"review"})),
+    "scribe": AgentState("scribe", "offline", True, frozenset({"minutes"})),
+}
+
+
+def policy(**doc: Any) -> CompiledPolicy:
+    return CompiledPolicy(parse_policy(doc))
+
+
+def ctx(**kwargs: Any) -> Context:
+    return Context(
+        agents=kwargs.pop("agents", AGENTS),
+        usage=kwargs.pop("usage", Usage()),
+        breakers=kwargs.pop("breakers", {}),
+        by_skill=kwargs.pop("by_skill", {"review": ("beta", "gamma", "sleepy", "ghost")}),
+    )
+
+
+def facts(caller: str = "alpha", target: str = "beta", **kwargs: Any) -> Facts:
+    return Facts(caller=caller, target=target, chain=kwargs.pop("chain", (caller,)), **kwargs)
+
+
+OPEN = BreakerView("open", retry_after=12.0)
+
+# (name, policy document, facts, context, expected action, expected reason)
+CASES = [
+    ("plain delivery", {}, facts(), ctx(), "deliver", "ok"),
+    ("kill switch", {"routingEnabled": False}, facts(), ctx(), "reject", "routing_disabled"),
+    ("suspended caller", {}, facts(caller="sleepy"), ctx(), "reject", "caller_suspended"),
+    ("unknown target", {}, facts(target="nobody"), ctx(), "reject", "unknown_target"),
+    ("self routing", {}, facts(target="alpha"), ctx(), "reject", "self_routing"),
+    (
+        "matrix deny",
+        {"matrix": [{"caller": "alpha", "target": "beta", "action": "deny"}]},
+        facts(),
+        ctx(),
+        "reject",
+        "denied_by_matrix",
+    ),
+    ("default deny", {"defaultAction": "deny"}, facts(), ctx(), "reject", "denied_by_matrix"),
+    (
+        "allow overrides default deny",
+        {
+            "defaultAction": "deny",
+            "matrix": [{"caller": "alpha", "target": "*", "action": "allow"}],
+        },
+        facts(),
+        ctx(),
+        "deliver",
+        "ok",
+    ),
+    (
+        "deny only for one kind",
+        {"matrix": [{"caller": "*", "target": "beta", "action": "deny", "kinds": ["broadcast"]}]},
+        facts(kind="request"),
+        ctx(),
+        "deliver",
+        "ok",
+    ),
+    (
+        "deny for that kind",
+        {"matrix": [{"caller": "*", "target": "beta", "action": "deny", "kinds": ["broadcast"]}]},
+        facts(kind="broadcast"),
+        ctx(),
+        "reject",
+        "denied_by_matrix",
+    ),
+    (
+        "deny for a skill",
+        {"matrix": [{"caller": "alpha", "target": "beta", "action": "deny", "skills": ["review"]}]},
+        facts(skill="review"),
+        ctx(),
+        "reject",
+        "denied_by_matrix",
+    ),
+    ("hop limit", {"maxHops": 2}, facts(chain=("x", "y", "alpha")), ctx(), "reject", "hop_limit"),
+    ("within hop limit", {"maxHops": 3}, facts(chain=("x", "y", "alpha")), ctx(), "deliver", "ok"),
+    (
+        "loop a-b-a",
+        {},
+        facts(caller="beta", target="alpha", chain=("alpha", "beta")),
+        ctx(),
+        "reject",
+        "loop_detected",
+    ),
+    (
+        "loop detection off",
+        {"loopDetection": False},
+        facts(caller="beta", target="alpha", chain=("alpha", "beta")),
+        ctx(),
+        "deliver",
+        "ok",
+    ),
+    (
+        "minute limit",
+        {"limits": {"perMinute": 5}},
+        facts(),
+        ctx(usage=Usage(minute=5, minute_resets_in=17)),
+        "reject",
+        "rate_limit_minute",
+    ),
+    (
+        "hour limit",
+        {"limits": {"perHour": 100}},
+        facts(),
+        ctx(usage=Usage(hour=100)),
+        "reject",
+        "rate_limit_hour",
+    ),
+    (
+        "concurrency limit",
+        {"limits": {"concurrent": 2}},
+        facts(),
+        ctx(usage=Usage(inflight=2)),
+        "reject",
+        "rate_limit_concurrent",
+    ),
+    (
+        "concurrency ignores continuations",
+        {"limits": {"concurrent": 2}},
+        facts(new_task=False),
+        ctx(usage=Usage(inflight=2)),
+        "deliver",
+        "ok",
+    ),
+    (
+        "incoming limit",
+        {"limits": {"incomingPerMinute": 3}},
+        facts(),
+        ctx(usage=Usage(target_minute=3)),
+        "reject",
+        "rate_limit_incoming",
+    ),
+    (
+        "per-agent limit override",
+        {"limits": {"perMinute": 5}, "agentLimits": {"alpha": {"perMinute": 50}}},
+        facts(),
+        ctx(usage=Usage(minute=5)),
+        "deliver",
+        "ok",
+    ),
+    (
+        "suspended target, no peer",
+        {"redirects": []},
+        facts(target="sleepy", skill="review"),
+        ctx(),
+        "reject",
+        "target_suspended",
+    ),
+    (
+        "suspended target redirected",
+        {},
+        facts(target="sleepy", skill="review"),
+        ctx(),
+        "redirect",
+        "redirected",
+    ),
+    (
+        "offline endpoint",
+        {"redirects": []},
+        facts(target="ghost"),
+        ctx(),
+        "reject",
+        "target_offline",
+    ),
+    ("offline inbox queues", {}, facts(target="scribe"), ctx(), "deliver", "ok"),
+    (
+        "open breaker",
+        {"redirects": []},
+        facts(),
+        ctx(breakers={"beta": OPEN}),
+        "reject",
+        "circuit_open",
+    ),
+    (
+        "open breaker redirected",
+        {},
+        facts(skill="review"),
+        ctx(breakers={"beta": OPEN}),
+        "redirect",
+        "redirected",
+    ),
+    (
+        "half-open lets the probe through",
+        {},
+        facts(),
+        ctx(breakers={"beta": BreakerView("half_open", probe_available=True)}),
+        "deliver",
+        "ok",
+    ),
+    (
+        "half-open with the probe taken",
+        {"redirects": []},
+        facts(),
+        ctx(breakers={"beta": BreakerView("half_open", 5.0, False)}),
+        "reject",
+        "circuit_open",
+    ),
+    (
+        "breaker disabled",
+        {"breaker": {"enabled": False}},
+        facts(),
+        ctx(breakers={"beta": OPEN}),
+        "deliver",
+        "ok",
+    ),
+    ("escalation held", {}, facts(kind="escalation"), ctx(), "hold", "approval_required"),
+    (
+        "urgent held by rule",
+        {"approvals": [{"name": "urgent", "priorities": ["urgent"]}]},
+        facts(priority="urgent"),
+        ctx(),
+        "hold",
+        "approval_required",
+    ),
+    (
+        "pair needs approval",
+        {"matrix": [{"caller": "alpha", "target": "beta", "action": "approve"}]},
+        facts(),
+        ctx(),
+        "hold",
+        "approval_required",
+    ),
+    (
+        "continuations are not held",
+        {},
+        facts(kind="escalation", new_task=False),
+        ctx(),
+        "deliver",
+        "ok",
+    ),
+    (
+        "skill approval",
+        {"approvals": [{"name": "deploys", "skills": ["deploy"]}]},
+        facts(skill="deploy"),
+        ctx(),
+        "hold",
+        "approval_required",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "doc", "fact", "context", "action", "reason"), CASES, ids=[c[0] for c in CASES]
+)
+def test_each_check(name, doc, fact, context, action, reason):
+    decision = decide(fact, context, policy(**doc))
+    assert (decision.action, decision.reason) == (action, reason)
+
+
+# Each pair: the earlier check wins when both apply.
+ORDER = [
+    (
+        "kill switch before everything",
+        {"routingEnabled": False},
+        facts(target="alpha"),
+        "routing_disabled",
+    ),
+    (
+        "suspended caller before matrix",
+        {"defaultAction": "deny"},
+        facts(caller="sleepy"),
+        "caller_suspended",
+    ),
+    (
+        "self routing before matrix",
+        {"defaultAction": "deny"},
+        facts(target="alpha"),
+        "self_routing",
+    ),
+    (
+        "matrix before hop limit",
+        {"defaultAction": "deny", "maxHops": 1},
+        facts(chain=("x", "alpha")),
+        "denied_by_matrix",
+    ),
+    (
+        "hop limit before loop",
+        {"maxHops": 2},
+        facts(caller="beta", target="alpha", chain=("alpha", "x", "beta")),
+        "hop_limit",
+    ),
+    (
+        "loop before rate limit",
+        {"limits": {"perMinute": 1}},
+        facts(caller="beta", target="alpha", chain=("alpha", "beta")),
+        "loop_detected",
+    ),
+    ("rate limit before breaker", {"limits": {"perMinute": 1}}, facts(), "rate_limit_minute"),
+    ("breaker before approval", {"redirects": []}, facts(kind="escalation"), "circuit_open"),
+]
+
+
+@pytest.mark.parametrize(("name", "doc", "fact", "reason"), ORDER, ids=[o[0] for o in ORDER])
+def test_order_of_checks(name, doc, fact, reason):
+    context = ctx(usage=Usage(minute=1), breakers={"beta": OPEN})
+    assert decide(fact, context, policy(**doc)).reason == reason
+
+
+def test_rate_limit_tells_when_to_retry():
+    decision = decide(
+        facts(), ctx(usage=Usage(minute=5, minute_resets_in=17.5)), policy(limits={"perMinute": 5})
+    )
+    assert decision.retry_after == 17.5
+    assert "5 messages this minute (limit 5)" in decision.detail
+
+
+def test_open_breaker_says_when_to_retry():
+    decision = decide(facts(), ctx(breakers={"beta": OPEN}), policy(redirects=[]))
+    assert decision.retry_after == 12.0
+
+
+def test_redirect_goes_to_an_available_agent_with_the_skill_the_matrix_allows():
+    doc = {"matrix": [{"caller": "alpha", "target": "beta", "action": "deny"}]}
+    decision = decide(facts(target="sleepy", skill="review"), ctx(), policy(**doc))
+    assert (decision.action, decision.target) == ("redirect", "gamma")
+
+
+def test_redirect_to_a_named_agent():
+    doc = {"redirects": [{"targets": ["beta"], "when": ["circuit_open"], "to": "gamma"}]}
+    decision = decide(facts(), ctx(breakers={"beta": OPEN}), policy(**doc))
+    assert (decision.action, decision.target) == ("redirect", "gamma")
+
+
+def test_redirect_never_sends_back_up_the_chain():
+    decision = decide(
+        facts(caller="alpha", target="sleepy", skill="review", chain=("beta", "gamma", "alpha")),
+        ctx(),
+        policy(),
+    )
+    assert decision.reason == "target_suspended"
+
+
+def test_half_open_delivery_is_marked_as_the_probe():
+    decision = decide(
+        facts(), ctx(breakers={"beta": BreakerView("half_open", probe_available=True)}), policy()
+    )
+    assert decision.probe
+
+
+def test_held_decision_carries_the_rule_deadline_and_outcome():
+    doc = {
+        "approvals": [
+            {
+                "name": "urgent",
+                "priorities": ["urgent"],
+                "deadlineSeconds": 60,
+                "timeoutOutcome": "approve",
+            }
+        ]
+    }
+    decision = decide(facts(priority="urgent"), ctx(), policy(**doc))
+    assert decision.approval.deadline_seconds == 60
+    assert decision.approval.timeout_outcome == "approve"
+
+
+def test_most_specific_matrix_rule_wins():
+    doc = {
+        "matrix": [
+            {"caller": "*", "target": "*", "action": "deny"},
+            {"caller": "alpha", "target": "*", "action": "approve"},
+            {"caller": "alpha", "target": "beta", "action": "allow"},
+        ]
+    }
+    compiled = policy(**doc)
+    assert decide(facts(), ctx(), compiled).reason == "ok"
+    assert decide(facts(target="gamma"), ctx(), compiled).reason == "approval_required"
+    assert (
+        decide(facts(caller="beta", target="gamma", chain=("beta",)), ctx(), compiled).reason
+        == "denied_by_matrix"
+    )
+
+
+# --- properties -----------------------------------------------------------------------------
+
+slugs = st.sampled_from(["alpha", "beta", "gamma", "sleepy", "ghost", "scribe"])
+actions = st.sampled_from(["allow", "deny", "approve"])
+rules = st.lists(
+    st.fixed_dictionaries(
+        {
+            "caller": st.one_of(slugs, st.just("*")),
+            "target": st.one_of(slugs, st.just("*")),
+            "action": actions,
+        }
+    ),
+    max_size=12,
+)
+fact_strategy = st.builds(
+    Facts,
+    caller=slugs,
+    target=slugs,
+    kind=st.sampled_from(["request", "question", "escalation", "broadcast"]),
+    skill=st.sampled_from(["", "review", "plan"]),
+    priority=st.sampled_from(["low", "normal", "urgent"]),
+    chain=st.lists(slugs, max_size=8).map(tuple),
+    new_task=st.booleans(),
+)
+usage = st.builds(
+    Usage,
+    minute=st.integers(0, 100),
+    hour=st.integers(0, 5000),
+    inflight=st.integers(0, 30),
+    target_minute=st.integers(0, 100),
+)
+breakers = st.dictionaries(
+    slugs,
+    st.sampled_from(
+        [OPEN, BreakerView("half_open", 1.0, True), BreakerView("half_open", 1.0, False)]
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(rules, st.sampled_from(["allow", "deny", "approve"]), fact_strategy, usage, breakers)
+def test_nothing_is_ever_delivered_to_a_pair_the_matrix_denies(matrix, default, fact, use, brk):
+    compiled = policy(matrix=matrix, defaultAction=default)
+    decision = decide(fact, ctx(usage=use, breakers=brk), compiled)
+    if decision.delivers:
+        action, _ = compiled.matrix_action(fact.caller, decision.target, fact.kind, fact.skill)
+        assert action != "deny"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 6), fact_strategy, usage, breakers)
+def test_a_chain_never_exceeds_the_hop_limit(max_hops, fact, use, brk):
+    decision = decide(fact, ctx(usage=use, breakers=brk), policy(maxHops=max_hops))
+    if decision.action != "reject":
+        assert fact.hop <= max_hops
