@@ -75,8 +75,19 @@ class PolicyVersionAdmin(admin.ModelAdmin):
 
 @admin.register(models.PushNotificationConfig)
 class PushNotificationConfigAdmin(admin.ModelAdmin):
-    list_display = ["config_id", "task", "owner", "url"]
+    list_display = [
+        "config_id",
+        "task",
+        "owner",
+        "url",
+        "delivered_seq",
+        "attempts",
+        "undelivered",
+        "last_status",
+        "last_error",
+    ]
     raw_id_fields = ["task", "owner"]
+    exclude = ["token"]  # the signing key: shown to its owner over A2A only
 
 
 @admin.register(models.AuditEvent)

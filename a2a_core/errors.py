@@ -7,6 +7,7 @@ status 2 in the CLI. Messages are written for the person or agent who has to act
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,15 @@ class FieldProblem:
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}" if self.field else self.message
+
+
+def field_problems(errors: Iterable[Mapping[str, Any]], *, skip: int = 0) -> list[FieldProblem]:
+    """pydantic's `ValidationError.errors()` as problems with dotted paths (leaving out the
+    first `skip` steps of each path, e.g. a discriminated union's tag)."""
+    return [
+        FieldProblem(".".join(str(step) for step in error["loc"][skip:]), str(error["msg"]))
+        for error in errors
+    ]
 
 
 class HubError(Exception):

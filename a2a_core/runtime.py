@@ -2,8 +2,11 @@
 
 - the bus listener: events from other processes (a new policy, a changed agent, a queued
   delivery) reach this process's caches and outbox at once;
-- the outbox: delivers queued messages (approved or redirected by a human);
-- the sweeper: applies escalation deadlines and clears old rate-limit windows.
+- the outbox: delivers queued messages (approved or redirected by a human) and fan-out
+  copies for endpoint agents;
+- the sweeper: applies escalation and inbox task deadlines, drops inbox sessions of dead
+  connections and clears old rate-limit windows;
+- the pusher: POSTs tasks' events to their push notification webhooks.
 Each loop survives its own errors; the database stays the source of truth, so a missed event
 only delays things until the next poll.
 """
@@ -24,6 +27,7 @@ from a2a_core.logging import get_logger
 log = get_logger("runtime")
 
 OUTBOX_POLL_SECONDS = 2.0
+PUSH_POLL_SECONDS = 0.5
 SWEEP_SECONDS = 1.0
 GROUPS = ("policy", "agents", "outbox")
 
@@ -57,6 +61,7 @@ async def _bus() -> None:
 
 
 async def _outbox() -> None:
+    from a2a_core.delivery.fanout import fanout_run_once
     from a2a_core.delivery.outbox import outbox_run_once
 
     assert _outbox_wake is not None
@@ -70,13 +75,21 @@ async def _outbox() -> None:
                 pass
         except Exception:
             log.debug("outbox pass failed", exc_info=True)
+        try:
+            while await fanout_run_once():
+                pass
+        except Exception:
+            log.debug("fan-out pass failed", exc_info=True)
 
 
 def _sweep(now: float, last_cleanup: float) -> float:
     from a2a_core.models import PolicyCounter
     from a2a_core.services.escalations import escalations_expire
+    from a2a_core.services.inbox import inbox_sessions_expire, inbox_tasks_expire
 
     escalations_expire()
+    inbox_tasks_expire()
+    inbox_sessions_expire()
     if now - last_cleanup > 600:
         PolicyCounter.objects.filter(window__lt=int(now) - 7200).delete()
         return now
@@ -93,13 +106,33 @@ async def _sweeper() -> None:
             log.debug("sweep failed", exc_info=True)
 
 
+async def _pusher() -> None:
+    from a2a_core.delivery.push import Pusher
+
+    pusher = Pusher()
+    try:
+        while True:
+            await asyncio.sleep(PUSH_POLL_SECONDS)
+            try:
+                await pusher.run_once()
+            except Exception:
+                log.debug("push pass failed", exc_info=True)
+    finally:
+        await pusher.close()
+
+
 async def start() -> None:
     global _outbox_wake
     if _tasks:
         return
     _outbox_wake = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for name, coroutine in (("bus", _bus()), ("outbox", _outbox()), ("sweeper", _sweeper())):
+    for name, coroutine in (
+        ("bus", _bus()),
+        ("outbox", _outbox()),
+        ("sweeper", _sweeper()),
+        ("pusher", _pusher()),
+    ):
         _tasks.append(loop.create_task(coroutine, name=f"hub-{name}"))
 
 

@@ -2,7 +2,8 @@
 
 HTTP requests under /a2a/, /.well-known/, /discover and /metrics go straight to the hub's
 Starlette app (the a2a-sdk routes), outside Django's middleware, which would halve their
-throughput. /static/ is served from disk. Everything else is Django.
+throughput. /static/ is served from disk. Everything else is Django. Inbox agents hold a
+websocket at /ws/agents/<agent>/.
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import path  # noqa: E402
 
-from a2a_core.protocol.asgi import HubHttpRouter, lifespan_app  # noqa: E402
+from a2a_core.inbox.consumer import InboxConsumer  # noqa: E402
+from a2a_core.protocol.asgi import HubHttpRouter, StartedFirst, lifespan_app  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": HubHttpRouter(django_asgi_app),
+        # Inbox agents authenticate with their bearer token, not a browser session.
+        "websocket": StartedFirst(
+            URLRouter([path("ws/agents/<slug:slug>/", InboxConsumer.as_asgi())])
+        ),
         "lifespan": lifespan_app,
     }
 )

@@ -221,8 +221,29 @@ HUB_FORWARD_TIMEOUT = env_float("HUB_FORWARD_TIMEOUT", 30.0)
 # The coordinator judges every message. Off only to measure what it costs (bench/): then
 # everything is delivered.
 HUB_POLICY_ENABLED = env_bool("HUB_POLICY_ENABLED", True)
+# Inbox agents: a delivery not acknowledged within HUB_INBOX_ACK_SECONDS is sent again; one
+# connection has at most HUB_INBOX_WINDOW deliveries unacknowledged. A websocket reports in every
+# HUB_INBOX_HEARTBEAT_SECONDS; a session not seen for HUB_INBOX_STALE_SECONDS (websocket) or
+# HUB_INBOX_POLL_GRACE (long-poll) is gone and, if it was the last, the agent is offline.
+HUB_INBOX_ACK_SECONDS = env_float("HUB_INBOX_ACK_SECONDS", 30.0)
+HUB_INBOX_WINDOW = env_int("HUB_INBOX_WINDOW", 100)
+HUB_INBOX_HEARTBEAT_SECONDS = env_float("HUB_INBOX_HEARTBEAT_SECONDS", 20.0)
+HUB_INBOX_STALE_SECONDS = env_float("HUB_INBOX_STALE_SECONDS", 90.0)
+HUB_INBOX_POLL_GRACE = env_float("HUB_INBOX_POLL_GRACE", 60.0)
+# Most recipients one broadcast or knowledge share may fan out to.
+HUB_FANOUT_MAX_RECIPIENTS = env_int("HUB_FANOUT_MAX_RECIPIENTS", 500)
+# A fan-out copy for an endpoint agent that is down is tried this many times (1, 2, 4... s apart).
+HUB_FANOUT_MAX_ATTEMPTS = env_int("HUB_FANOUT_MAX_ATTEMPTS", 6)
 # When set, GET /metrics needs "Authorization: Bearer <token>".
 HUB_METRICS_TOKEN = os.environ.get("HUB_METRICS_TOKEN", "")
+# A2A push notifications: signed POSTs of a task's events to webhooks its parties configure.
+HUB_PUSH_ENABLED = env_bool("HUB_PUSH_ENABLED", True)
+# Host names and CIDRs that may be webhook targets although private or loopback.
+HUB_PUSH_ALLOWED_HOSTS = env_list("HUB_PUSH_ALLOWED_HOSTS", "")
+HUB_PUSH_TIMEOUT = env_float("HUB_PUSH_TIMEOUT", 10.0)
+HUB_PUSH_MAX_ATTEMPTS = env_int("HUB_PUSH_MAX_ATTEMPTS", 6)
+# The wait before the first retry; each further retry waits twice as long.
+HUB_PUSH_RETRY_SECONDS = env_float("HUB_PUSH_RETRY_SECONDS", 1.0)
 
 LOGGING = {
     "version": 1,

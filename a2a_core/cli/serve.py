@@ -101,6 +101,8 @@ def _spawn_server(
             "--no-access-log",
             "--lifespan",
             "on",
+            "--ws",
+            "websockets-sansio",
         ]
     return subprocess.Popen([sys.executable, *args, "config.asgi:application"], env=env)
 

@@ -10,8 +10,9 @@ events in the same order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -31,16 +32,19 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     A2AError,
+    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from a2a_core import agent_cache, metrics, selectors
 from a2a_core.asyncdb import db
 from a2a_core.batching import Batcher
+from a2a_core.delivery import push
 from a2a_core.delivery.endpoint import (
     AgentRefused,
     AgentTimeout,
@@ -68,13 +72,23 @@ from a2a_core.models import (
     Scope as AgentScope,
 )
 from a2a_core.models import Task as TaskRow
+from a2a_core.models.task import new_id
 from a2a_core.policy.state import retry_seconds
 from a2a_core.schemas.a2a import HUB_METADATA
-from a2a_core.services.messages import Accepted, Inbound, message_duplicate_view
+from a2a_core.services.fanout import NotFanOut, fanout_accept
+from a2a_core.services.inbox import inbox_task_canceled
+from a2a_core.services.messages import (
+    Accepted,
+    Inbound,
+    message_duplicate_view,
+    request_answered_by,
+)
+from a2a_core.services.push import PushConfigInput, push_config_save
 from a2a_core.services.tasks import (
     Failure,
     Record,
     Reply,
+    Report,
     Snapshot,
     StreamEvent,
     state_from_wire,
@@ -244,17 +258,32 @@ def _relay_refusal(agent: Agent, exc: AgentRefused) -> A2AError:
 async def send_message(call: Call, request: SendMessageRequest) -> Task | Message:
     """Blocking: answer when the task is done or needs input. `returnImmediately`: answer at
     once with the submitted task while the hub delivers it in the background. A message the
-    policy holds is answered at once too: its task waits, auth-required, for a human."""
+    policy holds is answered at once too: its task waits, auth-required, for a human. Sent to
+    the hub itself, a broadcast or knowledge share is fanned out and answered with a Message
+    listing where it went."""
+    if call.target is None:
+        return await _fan_out(call, request)
     config = request.configuration
     history_length = _history_length(config.history_length, config.HasField("history_length"))
+    answered = await _answer_to_request(call, request.message)
+    if answered is not None:
+        return answered
+    inline_push = await _inline_push(request)
     accepted = await _accept(call, request)
+    await _save_push(call, accepted, inline_push)
     if accepted.duplicate or accepted.decision == "hold":
         view = await db(
             message_duplicate_view, task_id=accepted.task_id, history_length=history_length
         )
         return _task(view)
     target = await _deliver_to(call, accepted)
-    _check_reachable(target)
+    if target.delivery_mode == DeliveryMode.INBOX:
+        if not config.return_immediately:
+            await _await_answer(accepted)
+        view = await db(
+            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
+        )
+        return _task(view)
     modes = list(config.accepted_output_modes)
     if config.return_immediately:
         start_pump(call, target, accepted, request.message, accepted_output_modes=modes)
@@ -265,11 +294,96 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
     return await _forward_blocking(call, target, accepted, request.message, history_length, modes)
 
 
-def _check_reachable(target: Agent) -> None:
-    if target.delivery_mode != DeliveryMode.ENDPOINT:
-        raise UnsupportedOperationError(
-            f"{target.slug} is an inbox agent; inbox delivery is not enabled"
+async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
+    try:
+        result = await db(
+            fanout_accept,
+            caller=call.caller,
+            message=MessageToDict(request.message),
+            request_metadata=MessageToDict(request.metadata)
+            if request.HasField("metadata")
+            else {},
+            traceparent=call.headers.get("traceparent", ""),
         )
+    except NotFanOut as exc:
+        raise UnsupportedOperationError(exc.message) from None
+    if not result.duplicate:
+        for entry in result.deliveries:
+            metrics.decided(entry["decision"], entry["reason"])
+    if result.refusal is not None:
+        refusal = result.refusal
+        if refusal.retry_after is not None:
+            call.response_headers["Retry-After"] = str(retry_seconds(refusal.retry_after))
+        raise PolicyRejected(
+            f"refused by the hub's policy for every recipient: {refusal.detail}",
+            reason=refusal.reason,
+            retry_after=refusal.retry_after,
+        )
+    return ParseDict(
+        {
+            "messageId": new_id(),
+            "role": "ROLE_AGENT",
+            "contextId": result.context_id,
+            "parts": [
+                {"text": result.summary()},
+                {
+                    "data": {"deliveries": result.deliveries, "unknown": result.unknown},
+                    "mediaType": "application/json",
+                },
+            ],
+        },
+        Message(),
+    )
+
+
+async def _inline_push(request: SendMessageRequest) -> PushConfigInput | None:
+    """A push notification config sent with the message, checked before the message is
+    accepted (a refused one stores nothing)."""
+    if not request.configuration.HasField("task_push_notification_config"):
+        return None
+    if not settings.HUB_PUSH_ENABLED:
+        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+    return await push.config_checked(
+        request.configuration.task_push_notification_config, task_id="(this message's task)"
+    )
+
+
+async def _save_push(call: Call, accepted: Accepted, config: PushConfigInput | None) -> None:
+    if config is not None and not accepted.duplicate:
+        await db(
+            push_config_save,
+            owner=call.caller,
+            target=call.target,
+            config=replace(config, task_id=accepted.task_id),
+        )
+
+
+async def _answer_to_request(call: Call, message: Message) -> Task | None:
+    """A `response` envelope answering a request the target sent the caller earlier: it
+    completes that request's task (or is recorded late on it) instead of starting a new one."""
+    if call.target is None or not any(part.HasField("data") for part in message.parts):
+        return None
+    wire = MessageToDict(message)
+    task_id = await db(request_answered_by, caller=call.caller, target=call.target, message=wire)
+    if task_id is None:
+        return None
+    call.learned.update(task_id=task_id)
+    answer = {**wire, "role": "ROLE_AGENT"}
+    answer.pop("taskId", None)
+    answer.pop("contextId", None)
+    await record(
+        Report(task_id, call.caller.pk, status={"state": "TASK_STATE_COMPLETED", "message": answer})
+    )
+    return _task(await db(message_duplicate_view, task_id=task_id, history_length=None))
+
+
+async def _await_answer(accepted: Accepted) -> None:
+    """Wait (at most the call's timeout) until an inbox agent's task ends or needs input. The
+    agent may take longer: the caller then gets the task as it is and follows it."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(accepted.timeout):
+            async for _ in follow(accepted.task_id, after=0, stop_on_interrupt=True):
+                pass
 
 
 async def _forward_blocking(
@@ -427,7 +541,9 @@ async def follow(
 
 async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterator[Any]:
     """SendStreamingMessage: the task first, then its events until it ends or needs input."""
+    inline_push = await _inline_push(request)
     accepted = await _accept(call, request)
+    await _save_push(call, accepted, inline_push)
     view, seq, state = await db(_snapshot, accepted.task_id, None)
     yield _task(view)
     if accepted.duplicate or accepted.decision == "hold":
@@ -435,9 +551,9 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
             return
     else:
         target = await _deliver_to(call, accepted)
-        _check_reachable(target)
-        modes = list(request.configuration.accepted_output_modes)
-        start_pump(call, target, accepted, request.message, accepted_output_modes=modes)
+        if target.delivery_mode == DeliveryMode.ENDPOINT:
+            modes = list(request.configuration.accepted_output_modes)
+            start_pump(call, target, accepted, request.message, accepted_output_modes=modes)
     async for payload in follow(accepted.task_id, after=seq, stop_on_interrupt=True):
         yield _stream_item(payload)
 
@@ -547,4 +663,7 @@ async def cancel_task(call: Call, request: CancelTaskRequest) -> Task:
             view = await record(Snapshot(task.pk, remote))
             if view["status"]["state"] == "TASK_STATE_CANCELED":
                 return _task(view)
-    return _task(await fail(task.pk, reason, TaskState.CANCELED))
+    canceled = _task(await fail(task.pk, reason, TaskState.CANCELED))
+    if target.delivery_mode == DeliveryMode.INBOX:
+        await db(inbox_task_canceled, agent_id=target.pk, task_id=task.pk)
+    return canceled

@@ -112,6 +112,7 @@ class EndpointForwarder:
         headers: dict[str, str],
         wait_seconds: float,
         accepted_output_modes: list[str] | None = None,
+        return_immediately: bool = False,
     ) -> AsyncIterator[StreamResponse]:
         """Send `message` to the agent; yield what it answers (StreamResponse).
 
@@ -120,6 +121,7 @@ class EndpointForwarder:
         `wait_seconds` of the previous one.
         """
         request = SendMessageRequest(message=message)
+        request.configuration.return_immediately = return_immediately
         if accepted_output_modes:
             request.configuration.accepted_output_modes.extend(accepted_output_modes)
         context = ClientCallContext(service_parameters=headers, timeout=wait_seconds)

@@ -12,7 +12,8 @@ from google.protobuf.json_format import ParseDict
 from a2a_core.asyncdb import db
 from a2a_core.delivery import dispatch
 from a2a_core.logging import get_logger
-from a2a_core.models import Agent, DeliveryState, Direction, Message, Task
+from a2a_core.models import Agent, Delivery, DeliveryMode, DeliveryState, Direction, Message, Task
+from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.messages import Accepted, queued_delivery
 
 log = get_logger("outbox")
@@ -40,13 +41,19 @@ def _load(pk: int) -> tuple[Accepted, dict[str, Any], Agent, Agent]:
     return accepted, wire, caller, target
 
 
+@transaction.atomic
+def _to_inbox(pk: int, target: Agent) -> None:
+    message = Message.objects.get(pk=pk)
+    inbox_enqueue([Delivery(message=message, recipient=target, task_id=message.task_id)])
+
+
 async def deliver_claimed(pks: list[int]) -> None:
     for pk in pks:
         try:
             accepted, wire, caller, target = await db(_load, pk)
             call = dispatch.Call(caller=caller, target=target)
-            if target.delivery_mode != "endpoint":
-                log.warning("queued message for an inbox agent", extra={"message_pk": pk})
+            if target.delivery_mode == DeliveryMode.INBOX:
+                await db(_to_inbox, pk, target)
                 continue
             dispatch.start_pump(
                 call, target, accepted, ParseDict(wire, WireMessage()), accepted_output_modes=[]

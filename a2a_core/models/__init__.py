@@ -18,7 +18,8 @@ from .escalation import (
     EscalationStatus,
     Priority,
 )
-from .message import Decision, Delivery, DeliveryState, Direction, Message
+from .inbox import InboxSession, Transport
+from .message import WAITING_STATES, Decision, Delivery, DeliveryState, Direction, Message
 from .policy import BreakerState, PolicyCounter, PolicyVersion
 from .push import PushNotificationConfig
 from .task import (
@@ -42,6 +43,7 @@ __all__ = [
     "INTERRUPTED_STATES",
     "PRIORITY_RANK",
     "TERMINAL_STATES",
+    "WAITING_STATES",
     "Agent",
     "AgentCardVersion",
     "AgentStatus",
@@ -56,6 +58,7 @@ __all__ = [
     "Escalation",
     "EscalationKind",
     "EscalationStatus",
+    "InboxSession",
     "Message",
     "PolicyCounter",
     "PolicyVersion",
@@ -68,4 +71,5 @@ __all__ = [
     "TaskEvent",
     "TaskEventKind",
     "TaskState",
+    "Transport",
 ]

@@ -32,6 +32,10 @@ class DeliveryState(models.TextChoices):
     EXPIRED = "expired", "Expired"
 
 
+# A delivery an inbox agent has not acknowledged yet: queued, or sent and awaiting its ack.
+WAITING_STATES = [DeliveryState.PENDING.value, DeliveryState.DELIVERED.value]
+
+
 class Message(models.Model):
     # --- the A2A message -------------------------------------------------------------------
     message_id = models.CharField(max_length=128)
@@ -134,7 +138,8 @@ class Message(models.Model):
 
 
 class Delivery(models.Model):
-    """One recipient's copy of a message: for inbox agents and fan-out (broadcasts)."""
+    """One recipient's copy of a message: every message to an inbox agent, and each recipient
+    of a fan-out (broadcast, knowledge share). Sent until acknowledged (at-least-once)."""
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="deliveries")
     recipient = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deliveries")
@@ -146,6 +151,8 @@ class Delivery(models.Model):
     decision_reason = models.CharField(max_length=64, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
+    # A fan-out copy for an endpoint agent: when the hub tries (again) to send it.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
     acked_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -157,6 +164,7 @@ class Delivery(models.Model):
         ]
         indexes = [
             models.Index(fields=["recipient", "state", "created_at"], name="delivery_inbox"),
+            models.Index(fields=["state", "next_attempt_at"], name="delivery_due"),
         ]
 
     def __str__(self) -> str:

@@ -11,6 +11,7 @@ deterministic and tested in isolation. The checks, in order (the first that appl
  6. hop_limit           the delegation chain would grow past max_hops
  7. loop_detected       the target is already on the chain (A -> B -> A)
  8. rate_limit_*        the caller's minute/hour/concurrency limits, the target's incoming limit
+    queue_full          an inbox target has as many deliveries waiting as its queue holds
  9. target_suspended / target_offline / circuit_open
                         the target cannot take it now; a redirect rule may send it to another
                         agent with the same skill instead (reason "redirected")
@@ -40,6 +41,7 @@ REASONS = (
     "rate_limit_hour",
     "rate_limit_concurrent",
     "rate_limit_incoming",
+    "queue_full",
     "target_suspended",
     "target_offline",
     "circuit_open",
@@ -86,6 +88,8 @@ class Usage:
     hour: int = 0
     inflight: int = 0
     target_minute: int = 0
+    # Deliveries waiting for an inbox target (not acknowledged yet).
+    target_queue: int = 0
     minute_resets_in: float = 60.0
     hour_resets_in: float = 3600.0
 
@@ -129,6 +133,10 @@ class Decision:
     @property
     def delivers(self) -> bool:
         return self.action in ("deliver", "redirect")
+
+
+# When a full inbox queue may have room again: a guess, the agent's pace decides.
+QUEUE_RETRY_SECONDS = 5.0
 
 
 def _reject(reason: str, detail: str, retry_after: float | None = None) -> Decision:
@@ -283,11 +291,17 @@ def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
         path = " -> ".join((*facts.chain, facts.target))
         return _reject("loop_detected", f"{facts.target} is already on this chain: {path}")
 
-    limited = _rate_limit(
-        facts, ctx.usage, policy.limits_for(facts.caller), policy.limits_for(facts.target)
-    )
+    target_limits = policy.limits_for(facts.target)
+    limited = _rate_limit(facts, ctx.usage, policy.limits_for(facts.caller), target_limits)
     if limited is not None:
         return limited
+    queue = target_limits.inbox_queue
+    if target.inbox and queue is not None and ctx.usage.target_queue >= queue:
+        return _reject(
+            "queue_full",
+            f"{facts.target} has {ctx.usage.target_queue} deliveries waiting (queue size {queue})",
+            QUEUE_RETRY_SECONDS,
+        )
 
     breaker = ctx.breakers.get(facts.target, CLOSED) if rules.breaker.enabled else CLOSED
     unavailable = _unavailable(target, breaker)

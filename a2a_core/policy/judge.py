@@ -15,9 +15,19 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Model
 
 from a2a_core import agent_cache
-from a2a_core.models import ACTIVE_STATE_LIST, Agent, AgentStatus, DeliveryMode, Skill, Task
+from a2a_core.models import (
+    ACTIVE_STATE_LIST,
+    WAITING_STATES,
+    Agent,
+    AgentStatus,
+    Delivery,
+    DeliveryMode,
+    Skill,
+    Task,
+)
 from a2a_core.policy import clock
 from a2a_core.policy.decide import (
     AgentState,
@@ -101,20 +111,22 @@ class _BySkill(Mapping[str, tuple[str, ...]]):
         return len(self._seen)
 
 
-def _inflight(callers: set[int]) -> dict[int, int]:
-    """Tasks in flight per caller pk (the concurrency limit). Raw SQL: this runs for every
-    batch of messages, and building it through the ORM cost more than running it."""
-    if not callers:
+def _count_by(
+    model: type[Model], column: str, pks: set[int], states: Sequence[str]
+) -> dict[int, int]:
+    """Rows of `model` in `states` per value of its foreign key `column` (in `pks`). Raw SQL:
+    this runs for every batch of messages, and building it through the ORM cost more than
+    running it."""
+    if not pks:
         return {}
     q = connection.ops.quote_name
-    caller = q(Task._meta.get_field("caller").column)
-    marks = ", ".join(["%s"] * len(callers))
-    states = ", ".join(["%s"] * len(ACTIVE_STATE_LIST))
+    key = q(column)
+    marks = ", ".join(["%s"] * len(pks))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {caller}, COUNT(*) FROM {q(Task._meta.db_table)} "
-            f"WHERE {caller} IN ({marks}) AND {q('state')} IN ({states}) GROUP BY {caller}",
-            [*sorted(callers), *ACTIVE_STATE_LIST],
+            f"SELECT {key}, COUNT(*) FROM {q(model._meta.db_table)} WHERE {key} IN ({marks}) "
+            f"AND {q('state')} IN ({', '.join(['%s'] * len(states))}) GROUP BY {key}",
+            [*sorted(pks), *states],
         )
         return dict(cursor.fetchall())
 
@@ -132,16 +144,22 @@ def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
     counts = state.windows(
         key for w in windows for key in (w.caller_minute, w.caller_hour, w.target_minute)
     )
-    inflight = _inflight({pk for pk, f in zip(callers, facts, strict=True) if f.new_task})
+    inflight = _count_by(
+        Task,
+        "caller_id",
+        {pk for pk, f in zip(callers, facts, strict=True) if f.new_task},
+        ACTIVE_STATE_LIST,
+    )
     breakers = (
         state.breakers({f.target for f in facts}, now) if policy.policy.breaker.enabled else {}
     )
     agents, by_skill = _Agents(), _BySkill()
+    queues = _queues(facts)
 
     judged = []
     for fact, window, caller_pk in zip(facts, windows, callers, strict=True):
         started = time.perf_counter_ns()
-        usage = _usage(counts, window, inflight.get(caller_pk, 0))
+        usage = _usage(counts, window, inflight.get(caller_pk, 0), queues.get(fact.target, 0))
         context = Context(agents=agents, usage=usage, breakers=breakers, by_skill=by_skill)
         decision = decide(fact, context, policy)
         latency = (time.perf_counter_ns() - started) // 1000
@@ -149,18 +167,33 @@ def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
             decision = _count(
                 state, policy, fact, decision, context, now, counts, inflight, caller_pk
             )
-        watch = (decision.target or fact.target) in breakers
+        target = decision.target or fact.target
+        if decision.delivers and target in queues:
+            queues[target] += 1
+        watch = target in breakers
         judged.append(Judged(decision, latency, policy.version, watch))
     counts.save()
     return judged
 
 
-def _usage(counts: WindowCounts, window: Windows, inflight: int) -> Usage:
+def _queues(facts: Sequence[Facts]) -> dict[str, int]:
+    """Deliveries waiting for each inbox agent the batch addresses, by slug."""
+    inbox = {}
+    for fact in facts:
+        agent = agent_cache.agent_by_slug(fact.target)
+        if agent is not None and agent.delivery_mode == DeliveryMode.INBOX:
+            inbox[agent.pk] = agent.slug
+    waiting = _count_by(Delivery, "recipient_id", set(inbox), WAITING_STATES)
+    return {slug: waiting.get(pk, 0) for pk, slug in inbox.items()}
+
+
+def _usage(counts: WindowCounts, window: Windows, inflight: int, queue: int = 0) -> Usage:
     return Usage(
         minute=counts.get(window.caller_minute),
         hour=counts.get(window.caller_hour),
         inflight=inflight,
         target_minute=counts.get(window.target_minute),
+        target_queue=queue,
         minute_resets_in=window.minute_resets_in,
         hour_resets_in=window.hour_resets_in,
     )
@@ -182,7 +215,7 @@ def _count(
     target = decision.target or fact.target
     window = Windows.at(now, fact.caller, target)
     if not counts.reserve(window, policy.limits_for(fact.caller), policy.limits_for(target)):
-        usage = _usage(counts, window, context.usage.inflight)
+        usage = _usage(counts, window, context.usage.inflight, context.usage.target_queue)
         again = decide(
             fact, Context(context.agents, usage, context.breakers, context.by_skill), policy
         )

@@ -1,5 +1,6 @@
 """The Starlette app for everything agents talk to: the a2a-sdk's JSON-RPC and REST routes
-for every registered agent and for the hub itself, the cards, discovery and /metrics."""
+for every registered agent and for the hub itself, the cards, discovery, /metrics and the
+inbox agents' long-poll endpoint."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from a2a_core import metrics, selectors
 from a2a_core.asyncdb import db
 from a2a_core.errors import ValidationFailed
+from a2a_core.inbox.poll import inbox_endpoint
 from a2a_core.protocol import errors as _errors  # noqa: F401  (registers the hub's errors)
 from a2a_core.protocol.cards import agent_card_endpoint, hub_card_endpoint
 from a2a_core.protocol.gate import AgentGate, bearer_token, resolve, unauthenticated
@@ -117,6 +119,8 @@ def build_agent_app() -> Starlette:
         routes=[
             # The hub's own endpoint: /a2a/ (JSON-RPC) and /a2a/rest/ (REST).
             *_a2a_routes(handler, builder, "/"),
+            # The hub's own card next to its own endpoint, as clients of /a2a/ look for it.
+            Route("/.well-known/agent-card.json", hub_card_endpoint, methods=["GET"]),
             # Every registered agent, through the hub.
             Route("/{agent}/.well-known/agent-card.json", agent_card_endpoint, methods=["GET"]),
             Mount("/{agent}", routes=_a2a_routes(handler, builder, "/")),
@@ -127,6 +131,7 @@ def build_agent_app() -> Starlette:
             Route("/.well-known/agent-card.json", hub_card_endpoint, methods=["GET"]),
             Route("/discover", discover, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/inbox/{slug}/", inbox_endpoint, methods=["GET", "POST"]),
             Mount("/a2a", app=AgentGate(a2a)),
         ]
     )

@@ -11,7 +11,7 @@ from starlette.types import Receive, Scope, Send
 
 from a2a_core import events
 
-A2A_PREFIXES = ("/a2a/", "/.well-known/", "/discover", "/metrics")
+A2A_PREFIXES = ("/a2a/", "/.well-known/", "/discover", "/metrics", "/inbox/")
 
 
 class HubHttpRouter:
@@ -45,6 +45,18 @@ class HubHttpRouter:
             await self.static_app(scope, receive, send)
             return
         await self.django_app(scope, receive, send)
+
+
+class StartedFirst:
+    """Runs the process's startup (idempotent) before a websocket app: daphne does not speak
+    the lifespan protocol, and a websocket may arrive before any HTTP request."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await startup()
+        await self.app(scope, receive, send)
 
 
 async def startup() -> None:

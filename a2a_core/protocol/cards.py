@@ -88,13 +88,14 @@ def _render(card: AgentCard) -> tuple[bytes, str]:
 
 
 @lru_cache(maxsize=2048)
-def _agent_card(slug: str, digest: str, card_json: str, base: str) -> tuple[bytes, str]:
+def _agent_card(slug: str, digest: str, card_json: str, base: str, push: bool) -> tuple[bytes, str]:
     card = ParseDict(json.loads(card_json), AgentCard(), ignore_unknown_fields=True)
     del card.supported_interfaces[:]
     card.supported_interfaces.extend(hub_interfaces(base, f"/a2a/{slug}"))
     # The hub streams for every agent (it relays, or synthesizes from a blocking answer).
     card.capabilities.streaming = True
-    card.capabilities.push_notifications = False
+    # The hub sends push notifications for every agent's tasks (HUB_PUSH_ENABLED).
+    card.capabilities.push_notifications = push
     card.capabilities.extended_agent_card = False
     _declare_envelope(card.capabilities)
     _secure(card)
@@ -103,7 +104,9 @@ def _agent_card(slug: str, digest: str, card_json: str, base: str) -> tuple[byte
 
 def served_card(agent: Agent, base: str) -> tuple[bytes, str]:
     """The agent's card as the hub serves it, and its ETag."""
-    return _agent_card(agent.slug, agent.card_digest, json.dumps(agent.card), base)
+    return _agent_card(
+        agent.slug, agent.card_digest, json.dumps(agent.card), base, settings.HUB_PUSH_ENABLED
+    )
 
 
 def hub_card(base: str) -> tuple[bytes, str]:
@@ -116,7 +119,9 @@ def hub_card(base: str) -> tuple[bytes, str]:
         ),
         version=hub_version(),
         supported_interfaces=hub_interfaces(base, "/a2a"),
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(
+            streaming=True, push_notifications=settings.HUB_PUSH_ENABLED
+        ),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
         skills=[

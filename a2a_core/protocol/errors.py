@@ -126,6 +126,8 @@ def to_a2a(exc: hub.HubError) -> A2AError:
             return RateLimitedError(exc.message, data)
         if exc.reason == "circuit_open":
             return CircuitOpenError(exc.message, data)
+        if exc.reason == "queue_full":
+            return QueueFullError(exc.message, data)
         return PolicyRejectedError(exc.message, data)
     if isinstance(exc, hub.TargetUnavailable):
         return AgentUnavailableError(exc.message, details)

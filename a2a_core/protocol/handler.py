@@ -25,8 +25,9 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
 )
 from a2a.utils.errors import PushNotificationNotSupportedError, UnsupportedOperationError
+from django.conf import settings
 
-from a2a_core.delivery import dispatch
+from a2a_core.delivery import dispatch, push
 from a2a_core.errors import HubError
 from a2a_core.metrics import CallRecord
 from a2a_core.protocol.errors import to_a2a
@@ -41,6 +42,12 @@ def _call(context: ServerCallContext) -> dispatch.Call:
     if not isinstance(call, dispatch.Call):
         raise UnsupportedOperationError("this endpoint is only reachable through the hub")
     return call
+
+
+def _push_call(context: ServerCallContext) -> dispatch.Call:
+    if not settings.HUB_PUSH_ENABLED:
+        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+    return _call(context)
 
 
 async def _mapped[T](awaitable: Awaitable[T]) -> T:
@@ -123,25 +130,38 @@ class HubRequestHandler(RequestHandler):
         async for item in _mapped_stream(dispatch.subscribe(_call(context), params)):
             yield item
 
+    # Push config methods check their own fields (reporting every problem at once), after
+    # answering PushNotificationNotSupported when the hub has push notifications off.
+
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+        call = _push_call(context)
+        return await _mapped(
+            push.config_create(caller=call.caller, target=call.target, request=params)
+        )
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+        call = _push_call(context)
+        return await _mapped(
+            push.config_get(caller=call.caller, target=call.target, request=params)
+        )
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+        call = _push_call(context)
+        return await _mapped(
+            push.config_list(caller=call.caller, target=call.target, request=params)
+        )
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
+        call = _push_call(context)
+        await _mapped(push.config_delete(caller=call.caller, target=call.target, request=params))
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

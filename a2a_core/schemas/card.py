@@ -25,7 +25,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from pydantic import ValidationError
 
-from a2a_core.errors import FieldProblem, ValidationFailed
+from a2a_core.errors import FieldProblem, ValidationFailed, field_problems
 
 SUPPORTED_BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
 _LIST_FIELDS = ("skills", "supportedInterfaces")
@@ -156,10 +156,7 @@ def _from_v03(data: dict[str, Any]) -> AgentCard:
     try:
         legacy = types_v03.AgentCard.model_validate(data)
     except ValidationError as exc:
-        problems = [
-            FieldProblem(".".join(str(p) for p in e["loc"]), e["msg"])
-            for e in exc.errors(include_url=False)
-        ]
+        problems = field_problems(exc.errors(include_url=False))
         raise ValidationFailed("invalid A2A 0.3 agent card", problems) from None
     return to_core_agent_card(legacy)
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from a2a_core.errors import FieldProblem, ValidationFailed
+from a2a_core.errors import FieldProblem, ValidationFailed, field_problems
 from a2a_core.schemas.envelopes import ALIASES, KINDS
 
 Action = Literal["allow", "deny", "approve"]
@@ -53,12 +53,14 @@ class MatrixRule(_KindsAndSkills):
 
 class RateLimits(Strict):
     """Per caller: messages per minute and per hour, tasks in flight at once. Per target:
-    incoming messages per minute. None means no limit."""
+    incoming messages per minute, and for an inbox agent the deliveries waiting for it
+    (queued while it is offline, or sent and not acknowledged yet). None means no limit."""
 
     per_minute: int | None = Field(default=600, ge=1)
     per_hour: int | None = Field(default=20000, ge=1)
     concurrent: int | None = Field(default=50, ge=1)
     incoming_per_minute: int | None = Field(default=None, ge=1)
+    inbox_queue: int | None = Field(default=1000, ge=1)
 
 
 class Breaker(Strict):
@@ -145,8 +147,5 @@ def parse_policy(data: Any) -> Policy:
     try:
         return POLICY_ADAPTER.validate_python(data)
     except ValidationError as exc:
-        problems = [
-            FieldProblem(".".join(str(p) for p in error["loc"]), error["msg"])
-            for error in exc.errors(include_url=False)
-        ]
+        problems = field_problems(exc.errors(include_url=False))
         raise ValidationFailed(f"invalid policy ({len(problems)} problems)", problems) from None

@@ -25,6 +25,7 @@ from a2a_core.models import (
     PRIORITY_RANK,
     Agent,
     DeliveryState,
+    Direction,
     Escalation,
     EscalationKind,
     EscalationStatus,
@@ -32,27 +33,11 @@ from a2a_core.models import (
     Task,
     TaskState,
 )
+from a2a_core.models import Decision as Verdict
 from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Decision
 from a2a_core.services.audit import audit_record
-from a2a_core.services.tasks import task_set_state
-
-
-def _announce(escalation: Escalation, name: str) -> None:
-    publish_many_on_commit(
-        [
-            (
-                "escalations",
-                event(
-                    name,
-                    escalation_id=escalation.pk,
-                    status=escalation.status,
-                    task_id=escalation.task_id,
-                    kind=escalation.kind,
-                ),
-            )
-        ]
-    )
+from a2a_core.services.tasks import announce_escalation, task_set_state
 
 
 def _agent_says(task: Task, text: str) -> dict[str, Any]:
@@ -104,7 +89,7 @@ def escalation_hold(
         f"held for approval ({decision.detail}); an operator decides before "
         f"{deadline.strftime('%Y-%m-%d %H:%M:%S')} UTC",
     )
-    _announce(escalation, "escalation.opened")
+    announce_escalation(escalation, "escalation.opened")
     return escalation
 
 
@@ -137,12 +122,62 @@ def _decided(escalation: Escalation, status: str, actor: User | None, **fields: 
     for name, value in fields.items():
         setattr(escalation, name, value)
     escalation.save()
-    _announce(escalation, "escalation.decided")
+    announce_escalation(escalation, "escalation.decided")
 
 
 def _queue(message: Message) -> None:
     Message.objects.filter(pk=message.pk).update(delivery_state=DeliveryState.QUEUED)
     publish_many_on_commit([("outbox", event("outbox.queued", message_pk=message.pk))])
+
+
+@transaction.atomic
+def escalation_answer(
+    *, escalation_id: int, text: str, actor: User | None = None, actor_label: str = ""
+) -> Escalation:
+    """A human answers an agent's question: the answer goes to the agent as the next message
+    on its task, which moves back to working."""
+    text = text.strip()
+    if not text:
+        raise ValidationFailed("the answer is empty", [FieldProblem("text", "write the answer")])
+    escalation = _open(escalation_id, EscalationKind.INPUT_REQUIRED)
+    task = escalation.task
+    if task.state != TaskState.INPUT_REQUIRED:
+        raise Conflict(
+            f"task {task.pk} is {task.state}: it no longer waits for an answer",
+            details={"taskId": task.pk, "state": task.state},
+        )
+    who = actor.get_username() if actor is not None else actor_label or "the hub"
+    message = Message.objects.create(
+        message_id=new_id(),
+        role="user",
+        parts=[{"text": text}],
+        direction=Direction.REQUEST,
+        kind="response",
+        summary=text[:200],
+        author=actor if actor is not None and actor.is_authenticated else None,
+        target_id=task.target_id,
+        recipients=[escalation.agent.slug],
+        task=task,
+        context_id=task.context_id,
+        hop=task.depth + 1,
+        trace_id=task.trace_id,
+        decision=Verdict.DELIVER,
+        decision_reason="answered_by_human",
+        decision_detail=f"answered by {who}",
+    )
+    _set_state(task, TaskState.WORKING, f"answered by {who}; delivering")
+    _queue(message)
+    _decided(escalation, EscalationStatus.ANSWERED, actor, answer=text)
+    audit_record(
+        action="escalation.answer",
+        summary=f"answered {escalation.agent.slug}'s question on task {task.pk}",
+        actor=actor,
+        actor_label=actor_label,
+        agent=escalation.agent,
+        object_type="escalation",
+        object_id=escalation.pk,
+    )
+    return escalation
 
 
 @transaction.atomic

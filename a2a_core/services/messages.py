@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from a2a_core import agent_cache
 from a2a_core.errors import (
@@ -26,6 +27,8 @@ from a2a_core.models import (
     TERMINAL_STATES,
     Agent,
     Decision,
+    Delivery,
+    DeliveryMode,
     DeliveryState,
     Direction,
     Message,
@@ -38,8 +41,9 @@ from a2a_core.policy.judge import Judged, judge
 from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metadata
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.escalations import escalation_hold
+from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.rows import insert_rows
-from a2a_core.services.tasks import task_item, task_view
+from a2a_core.services.tasks import task_item, task_set_state, task_view, withdraw_questions
 
 MAX_TIMEOUT_SECONDS = 3600
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -240,6 +244,19 @@ class _Plan:
     row: Message | None = None
     judged: Judged | None = None
 
+    def inbox_deadline(self, now: datetime) -> datetime | None:
+        """An inbox agent's task has a deadline only when the caller asked for one: an
+        envelope `deadline`, `timeoutSeconds`, or a `request` that expects a response (seed
+        004: 30 s by default). Past it, the task fails and a late answer is flagged."""
+        envelope = self.envelope or {}
+        if envelope.get("deadline"):
+            return parse_datetime(str(envelope["deadline"]))
+        if "timeoutSeconds" in self.hub or (
+            self.kind == "request" and envelope.get("expectsResponse")
+        ):
+            return now + timedelta(seconds=self.timeout)
+        return None
+
 
 def _accepted(
     task: Task,
@@ -331,6 +348,16 @@ def _facts(plan_item: Inbound, task: Task, created: bool, kind: str, envelope: A
         priority=str((envelope or {}).get("priority", "normal")),
         chain=chain,
         new_task=created,
+    )
+
+
+def _resumes_inbox_task(plan: _Plan) -> bool:
+    """A caller answering an inbox agent's question: the hub, serving the task on the agent's
+    behalf, moves it back to working (the agent gets the answer as a delivery)."""
+    return (
+        not plan.created
+        and plan.task.state == TaskState.INPUT_REQUIRED
+        and plan.task.target.delivery_mode == DeliveryMode.INBOX
     )
 
 
@@ -444,6 +471,9 @@ def accept_batch(
         if not keep_task:
             plan.row.task = None
 
+    for p in plans:
+        if p.task.target.delivery_mode == DeliveryMode.INBOX:
+            p.task.deadline = p.inbox_deadline(now)
     insert_rows(
         [p.task for p in plans if p.created and p.judged and p.judged.decision.action != "reject"]
     )
@@ -451,6 +481,22 @@ def accept_batch(
         if not p.created and p.judged and p.judged.decision.action != "reject":
             p.task.save(update_fields=["deadline", "updated_at"])
     Message.objects.bulk_create([p.row for p in plans if p.row is not None])
+    inbox_enqueue(
+        [
+            Delivery(
+                message=p.row,
+                recipient=p.task.target,
+                task=p.task,
+                decision=p.judged.decision.action,
+                decision_reason=p.judged.decision.reason,
+            )
+            for p in plans
+            if p.row is not None
+            and p.judged is not None
+            and p.judged.decision.delivers
+            and p.task.target.delivery_mode == DeliveryMode.INBOX
+        ]
+    )
 
     items_out: list[dict[str, Any]] = []
     tasks_out: dict[str, int] = {}
@@ -463,6 +509,9 @@ def accept_batch(
             continue
         if decision.action == "hold":
             escalation_hold(task=p.task, message=p.row, decision=decision, caller=p.item.caller)
+        elif _resumes_inbox_task(p):
+            task_set_state(p.task, TaskState.WORKING)
+            withdraw_questions(p.task)
         items_out.append(task_item(p.task, "created" if p.created else "updated"))
         tasks_out[p.task.pk] = p.task.event_seq
         results[p.index] = _accepted(
@@ -552,6 +601,34 @@ def message_accept(
     if isinstance(result, HubError):
         raise result
     return result
+
+
+def request_answered_by(*, caller: Agent, target: Agent, message: dict[str, Any]) -> str | None:
+    """The task of the request a `response` message answers (seed 004 `sendA2AResponse`): a
+    request from `target` to `caller` with the response's correlationId. None when the message
+    is not a response, or answers nothing the hub saw."""
+    indexes = envelope_part_indexes(message)
+    if not indexes:
+        return None
+    data = message["parts"][indexes[0]].get("data")
+    if not isinstance(data, dict) or data.get("kind") != "response":
+        return None
+    correlation_id = str(data.get("correlationId") or "")
+    if not correlation_id:
+        return None
+    found: str | None = (
+        Message.objects.filter(
+            direction=Direction.REQUEST,
+            sender=target,
+            target=caller,
+            correlation_id=correlation_id[:128],
+            task__isnull=False,
+        )
+        .order_by("-pk")
+        .values_list("task_id", flat=True)
+        .first()
+    )
+    return found
 
 
 def message_duplicate_view(*, task_id: str, history_length: int | None) -> dict[str, Any]:

@@ -10,18 +10,24 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from a2a_core.errors import HubError, IllegalTransition, NotFound
-from a2a_core.events import publish_traffic_on_commit
+from a2a_core.errors import FieldProblem, HubError, IllegalTransition, NotFound, ValidationFailed
+from a2a_core.events import event, publish_many_on_commit, publish_traffic_on_commit
 from a2a_core.logging import get_logger
 from a2a_core.models import (
     ACTIVE_STATES,
     ALLOWED_TRANSITIONS,
+    PRIORITY_RANK,
     TERMINAL_STATES,
     Artifact,
     Decision,
+    Delivery,
     DeliveryState,
     Direction,
+    Escalation,
+    EscalationKind,
+    EscalationStatus,
     Message,
+    Priority,
     Task,
     TaskEvent,
     TaskEventKind,
@@ -32,6 +38,7 @@ from a2a_core.schemas.a2a import (
     HUB_METADATA,
     ROLE_FROM_WIRE,
     ROLE_TO_WIRE,
+    envelope_part_indexes,
     text_of,
     without_hub_metadata,
 )
@@ -336,14 +343,15 @@ class _Recording:
         self.task = task
         self.request = request
 
-    def reply(self, message: dict[str, Any]) -> None:
-        """Store an agent's message on the task once (agents repeat them in events and history)."""
+    def reply(self, message: dict[str, Any], *, late: bool = False) -> bool:
+        """Store an agent's message on the task once (agents repeat them in events and
+        history); False if it was stored before. `late`: it came after the task's deadline."""
         message_id = str(message.get("messageId") or "")
         seen = self.work.seen(self.task)
         if not message_id or message_id in seen:
-            return
+            return False
         if ROLE_FROM_WIRE.get(str(message.get("role")), "agent") != "agent":
-            return
+            return False
         seen.add(message_id)
         task = self.task
         kind, envelope, summary = classify(message, default_kind="response", strict=False)
@@ -359,8 +367,10 @@ class _Recording:
             target_id=task.caller_id,
             correlation_id=str((envelope or {}).get("correlationId") or "")[:128],
             delivery_state=DeliveryState.DELIVERED,
+            late=late,
         )
         self.work.replies.append((row, task))
+        return True
 
     def event(self, kind: str, payload: dict[str, Any], state: str = "") -> None:
         self.task.event_seq += 1
@@ -461,12 +471,23 @@ class _Recording:
             )
         for pk, created_at, current in pending:
             row = self.work.answers.setdefault(pk, [current, None, None])
-            # A message the agent already received stays delivered when the hub gives up.
-            if row[0] == DeliveryState.PENDING or delivery == DeliveryState.DELIVERED:
+            # Delivery states only move forward: a message the agent received stays delivered
+            # (or acknowledged) when the hub gives up.
+            if _PROGRESS.get(delivery, -1) > _PROGRESS.get(row[0], -1) or (
+                row[0] == DeliveryState.PENDING
+            ):
                 row[0] = delivery
             if answered and row[1] is None:
                 row[1] = now
                 row[2] = max(0, int((now - created_at).total_seconds() * 1000))
+
+
+_PROGRESS: dict[str, int] = {
+    DeliveryState.PENDING: 0,
+    DeliveryState.QUEUED: 0,
+    DeliveryState.DELIVERED: 1,
+    DeliveryState.ACKED: 2,
+}
 
 
 def _hub_ids(message: dict[str, Any], task: Task) -> dict[str, Any]:
@@ -520,12 +541,33 @@ class Failure:
     state: str = TaskState.FAILED
 
 
-Record = Snapshot | StreamEvent | Reply | Failure
+@dataclass(frozen=True)
+class Report:
+    """What an inbox agent reported on a task it works on: a status (`{"state": ...,
+    "message": {...}}`, wire names) or an artifact chunk. Unlike an endpoint agent's answers,
+    a report the task cannot take is refused (`IllegalTransition`, `NotFound`); one that comes
+    after the task's deadline is recorded as a late reply. The result: {"late": bool,
+    "duplicate": bool, "state": the task's state}."""
+
+    task_id: str
+    agent_id: int
+    status: dict[str, Any] | None = None
+    artifact: dict[str, Any] | None = None
+    append: bool = False
+    last_chunk: bool = False
+    # With an input-required status: a human at the hub should answer (an escalation).
+    ask_human: bool = False
+    priority: str = "normal"
+
+
+Record = Snapshot | StreamEvent | Reply | Failure | Report
 
 
 def _apply(work: _UnitOfWork, op: Record) -> Any:
     rec = work.recording(op.task_id, getattr(op, "request", None))
     task = rec.task
+    if isinstance(op, Report):
+        return _report(rec, op)
     if isinstance(op, Snapshot):
         rec.learn_remote_ids(op.remote.get("id"), op.remote.get("contextId"))
         for message in op.remote.get("history") or []:
@@ -588,6 +630,144 @@ def _apply(work: _UnitOfWork, op: Record) -> Any:
         rec.event(TaskEventKind.STATUS, {"statusUpdate": update}, op.state)
         rec.done(delivery=DeliveryState.FAILED)
     return None
+
+
+def _expired(task: Task) -> bool:
+    """The task failed because its deadline passed."""
+    return (
+        task.state == TaskState.FAILED
+        and task.deadline is not None
+        and task.status_timestamp >= task.deadline
+    )
+
+
+def _acknowledged(agent_id: int, task_id: str) -> None:
+    """Reporting on a task shows the agent received it: acknowledge its deliveries."""
+    Delivery.objects.filter(
+        recipient_id=agent_id,
+        task_id=task_id,
+        state__in=[DeliveryState.PENDING, DeliveryState.DELIVERED],
+    ).update(state=DeliveryState.ACKED, acked_at=timezone.now())
+
+
+def _check_response(task: Task, message: dict[str, Any]) -> None:
+    """A typed answer must be valid; a `response` must carry its request's correlationId."""
+    kind, envelope, _ = classify(message, default_kind="response")
+    if kind != "response" or envelope is None:
+        return
+    asked = (
+        task.messages.filter(direction=Direction.REQUEST)
+        .exclude(correlation_id="")
+        .order_by("pk")
+        .values_list("correlation_id", flat=True)
+        .first()
+    )
+    got = envelope.get("correlationId")
+    if asked and got != asked:
+        index = envelope_part_indexes(message)[0]
+        raise ValidationFailed(
+            "the response does not answer this task's request",
+            [
+                FieldProblem(
+                    f"parts[{index}].data.correlationId",
+                    f"this task's request has correlationId {asked!r}, the response {got!r}",
+                )
+            ],
+        )
+
+
+def _report(rec: _Recording, op: Report) -> dict[str, Any]:
+    task = rec.task
+    if task.target_id != op.agent_id:
+        raise NotFound(f"task {task.pk} is not assigned to you")
+    message = (op.status or {}).get("message")
+    if isinstance(message, dict):
+        _check_response(task, message)
+    if task.state in TERMINAL_STATES:
+        if not _expired(task):
+            raise IllegalTransition(
+                f"task {task.pk} is already {task.state}; it takes no more reports",
+                details={"taskId": task.pk, "state": task.state},
+            )
+        # After the deadline: the answer is kept, flagged late, and the task stays failed.
+        if op.artifact is not None:
+            message = {"messageId": new_id(), "role": "ROLE_AGENT", "parts": op.artifact["parts"]}
+        if not isinstance(message, dict):
+            raise IllegalTransition(
+                f"task {task.pk} failed: no answer came before its deadline",
+                details={"taskId": task.pk, "state": task.state},
+            )
+        duplicate = not rec.reply(message, late=True)
+        rec.done()
+        return {"late": True, "duplicate": duplicate, "state": task.state}
+    if op.artifact is not None:
+        _acknowledged(op.agent_id, task.pk)
+        rec.artifact(op.artifact, append=op.append, last_chunk=op.last_chunk)
+        rec.done(delivery=DeliveryState.ACKED)
+        return {"late": False, "duplicate": False, "state": task.state}
+    _acknowledged(op.agent_id, task.pk)
+    status = op.status or {}
+    state = state_from_wire(str(status.get("state", "")))
+    if isinstance(message, dict) and str(message.get("messageId", "")) in rec.work.seen(task):
+        return {"late": False, "duplicate": True, "state": task.state}
+    if state == TaskState.SUBMITTED or (state == task.state and not isinstance(message, dict)):
+        raise IllegalTransition(
+            f"task {task.pk} is {task.state} already; report a new state or a message"
+        )
+    if state != task.state:
+        check_transition(task.pk, task.state, state)
+    was = task.state
+    rec.status(status)
+    rec.done(delivery=DeliveryState.ACKED)
+    if was == TaskState.INPUT_REQUIRED and state != was:
+        withdraw_questions(task)
+    if op.ask_human and state == TaskState.INPUT_REQUIRED:
+        _ask_human(task, status, op.priority)
+    return {"late": False, "duplicate": False, "state": task.state}
+
+
+def _ask_human(task: Task, status: dict[str, Any], priority: str) -> None:
+    """An agent's question for the humans operating the hub: an escalation they answer."""
+    message = status.get("message") or {}
+    question = text_of(message.get("parts") or [])
+    escalation = Escalation.objects.create(
+        kind=EscalationKind.INPUT_REQUIRED,
+        priority=priority,
+        priority_rank=PRIORITY_RANK[Priority(priority)],
+        task=task,
+        agent_id=task.target_id,
+        question=question or "(the agent asked without words; see the task)",
+    )
+    announce_escalation(escalation, "escalation.opened")
+
+
+def withdraw_questions(task: Task) -> None:
+    """The task moved on: questions to humans still open on it are withdrawn."""
+    open_ = Escalation.objects.filter(
+        task=task, kind=EscalationKind.INPUT_REQUIRED, status=EscalationStatus.PENDING
+    )
+    for escalation in open_:
+        escalation.status = EscalationStatus.WITHDRAWN
+        escalation.decided_at = timezone.now()
+        escalation.save(update_fields=["status", "decided_at"])
+        announce_escalation(escalation, "escalation.withdrawn")
+
+
+def announce_escalation(escalation: Escalation, name: str) -> None:
+    publish_many_on_commit(
+        [
+            (
+                "escalations",
+                event(
+                    name,
+                    escalation_id=escalation.pk,
+                    status=escalation.status,
+                    task_id=escalation.task_id,
+                    kind=escalation.kind,
+                ),
+            )
+        ]
+    )
 
 
 def record_batch(ops: Sequence[Record]) -> list[Any]:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from a2a_core.policy.decide import (
+    REASONS,
     AgentState,
     BreakerView,
     CompiledPolicy,
@@ -190,6 +191,22 @@ CASES = [
         "target_offline",
     ),
     ("offline inbox queues", {}, facts(target="scribe"), ctx(), "deliver", "ok"),
+    (
+        "full inbox queue",
+        {"agentLimits": {"scribe": {"inboxQueue": 10}}},
+        facts(target="scribe"),
+        ctx(usage=Usage(target_queue=10)),
+        "reject",
+        "queue_full",
+    ),
+    (
+        "queue bound is for inbox agents only",
+        {"limits": {"inboxQueue": 1}},
+        facts(),
+        ctx(usage=Usage(target_queue=5)),
+        "deliver",
+        "ok",
+    ),
     (
         "open breaker",
         {"redirects": []},
@@ -453,3 +470,7 @@ def test_a_chain_never_exceeds_the_hop_limit(max_hops, fact, use, brk):
     decision = decide(fact, ctx(usage=use, breakers=brk), policy(maxHops=max_hops))
     if decision.action != "reject":
         assert fact.hop <= max_hops
+
+
+def test_every_reason_code_has_a_case_above():
+    assert {case[5] for case in CASES} == set(REASONS)

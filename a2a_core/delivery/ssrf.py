@@ -1,0 +1,98 @@
+"""Which addresses the hub may POST to on an agent's behalf.
+
+A webhook URL comes from an agent, so it could point the hub at its own network (a database,
+a cloud metadata service at 169.254.169.254, localhost). Only public unicast addresses are
+allowed, unless the host name or the address is listed in HUB_PUSH_ALLOWED_HOSTS. The check
+runs when a config is created and again before every POST, and the POST goes to the address
+that was checked (DNS can change between the two).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class UnsafeTarget(Exception):
+    """The URL's host is not one the hub may POST to; the message says why."""
+
+
+def _entries(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(item.strip() for item in items if item.strip())
+
+
+@lru_cache(maxsize=8)
+def _allow_list(entries: tuple[str, ...]) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
+    names: set[str] = set()
+    networks: list[IPNetwork] = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+        except ValueError:
+            names.add(entry.lower().rstrip("."))
+    return frozenset(names), tuple(networks)
+
+
+def allowed() -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
+    """HUB_PUSH_ALLOWED_HOSTS as (host names, networks)."""
+    return _allow_list(_entries(settings.HUB_PUSH_ALLOWED_HOSTS))
+
+
+def non_public(address: IPAddress) -> str | None:
+    """Why `address` is not a public unicast address (None when it is)."""
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        address = mapped
+    checks = (
+        ("unspecified", address.is_unspecified),
+        ("loopback", address.is_loopback),
+        ("link-local", address.is_link_local),
+        ("multicast", address.is_multicast),
+        ("reserved", address.is_reserved),
+        ("private", address.is_private),
+        ("non-public", not address.is_global),
+    )
+    return next((name for name, hit in checks if hit), None)
+
+
+async def resolve(url: str, *, wait_seconds: float) -> list[str]:
+    """The addresses `url`'s host resolves to, all of them allowed; raise `UnsafeTarget`
+    naming the first that is not (or saying the host cannot be resolved)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise UnsafeTarget(f"{url} has no host")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        async with asyncio.timeout(wait_seconds):
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
+    except (OSError, TimeoutError):
+        raise UnsafeTarget(f"the host {host!r} cannot be resolved") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    names, networks = allowed()
+    if host.lower() in names:
+        return addresses
+    for text in addresses:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+        reason = non_public(address)
+        forms = {address, getattr(address, "ipv4_mapped", None) or address}
+        if reason and not any(form in network for form in forms for network in networks):
+            shown = host if host == text else f"{host} resolves to {text}, which"
+            raise UnsafeTarget(
+                f"{shown} is a {reason} address; the hub only POSTs to public addresses "
+                "(an operator can allow it with HUB_PUSH_ALLOWED_HOSTS)"
+            )
+    if not addresses:
+        raise UnsafeTarget(f"the host {host!r} cannot be resolved")
+    return addresses

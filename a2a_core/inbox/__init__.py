@@ -1,0 +1,1 @@
+"""How inbox agents connect: the frames, the websocket consumer, the long-poll endpoints."""

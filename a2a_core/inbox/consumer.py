@@ -1,0 +1,263 @@
+"""The inbox websocket: `/ws/agents/<agent>/`, authenticated with the agent's bearer token.
+
+On connect the hub sends `hello`, then every delivery that is due — including those sent
+before and never acknowledged (a reconnect gets them again). New deliveries are sent as they
+are committed (an `inbox.wake` event on the agent's group), at most HUB_INBOX_WINDOW
+unacknowledged at a time; one overdue for its acknowledgement is sent again. See
+`a2a_core.inbox.protocol` for the frames.
+
+Close codes: 4401 no or unknown token, 4403 the token is another agent's or lacks the
+a2a:receive scope, 4404 no such agent, 4409 the agent is an endpoint agent, 1009 a frame over
+the size limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.utils import timezone
+
+from a2a_core import agent_cache
+from a2a_core.asyncdb import db
+from a2a_core.batching import Batcher
+from a2a_core.errors import HubError, NotFound, PermissionDenied, Unauthenticated
+from a2a_core.inbox.protocol import Ack, ArtifactChunk, Status, apply, error_frame, parse, ref_of
+from a2a_core.logging import get_logger
+from a2a_core.models import Agent, DeliveryMode, Transport
+from a2a_core.models import Scope as AgentScope
+from a2a_core.services.inbox import (
+    Claim,
+    inbox_acks,
+    inbox_claims,
+    inbox_connect,
+    inbox_disconnect,
+    inbox_group,
+    inbox_seen,
+    inbox_still_unacked,
+    inbox_waiting,
+)
+
+log = get_logger("inbox")
+
+CLOSE_CODES = {Unauthenticated: 4401, PermissionDenied: 4403, NotFound: 4404}
+
+# Every connection's claims and acknowledgements share transactions (group commit).
+_claims: Batcher[Claim, list[dict[str, Any]]] = Batcher(inbox_claims)
+_acks: Batcher[tuple[int, Sequence[int]], int] = Batcher(inbox_acks)
+
+
+def bearer(headers: list[tuple[bytes, bytes]]) -> str:
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else ""
+    return ""
+
+
+def inbox_agent(token: str, slug: str) -> Agent:
+    """The inbox agent `slug`, if `token` is its own; raise why not otherwise."""
+    if not token:
+        raise Unauthenticated("send 'Authorization: Bearer <token>' (the agent's hub token)")
+    caller = agent_cache.agent_by_token(token)
+    if caller is None:
+        raise Unauthenticated("the bearer token is unknown or was rotated")
+    if caller.slug != slug:
+        if agent_cache.agent_by_slug(slug) is None:
+            raise NotFound(f"no agent {slug!r} is registered")
+        raise PermissionDenied(f"this token belongs to {caller.slug}, not {slug}")
+    if caller.delivery_mode != DeliveryMode.INBOX:
+        raise WrongMode(f"{slug} is an endpoint agent: the hub calls its server, it has no inbox")
+    if not caller.has_scope(AgentScope.RECEIVE):
+        raise PermissionDenied(f"{slug}'s token lacks the a2a:receive scope")
+    return caller
+
+
+class WrongMode(HubError):
+    code = "not_an_inbox_agent"
+
+
+class InboxConsumer(AsyncWebsocketConsumer):
+    agent: Agent | None = None
+
+    async def connect(self) -> None:
+        slug = self.scope["url_route"]["kwargs"]["slug"]
+        await self.accept()
+        try:
+            agent = await db(inbox_agent, bearer(self.scope.get("headers", [])), slug)
+        except HubError as exc:
+            await self._send(error_frame(exc))
+            await self.close(code=CLOSE_CODES.get(type(exc), 4409))
+            return
+        self.agent = agent
+        self.wake = asyncio.Event()
+        # Deliveries sent on this connection and not acknowledged yet: delivery id -> task id.
+        self.unacked: dict[int, str | None] = {}
+        self.acks: list[Ack] = []
+        self.acking: asyncio.Task[None] | None = None
+        await self.channel_layer.group_add(inbox_group(agent.pk), self.channel_name)
+        await db(
+            inbox_connect,
+            agent_id=agent.pk,
+            channel=self.channel_name,
+            transport=Transport.WEBSOCKET,
+        )
+        waiting = await db(inbox_waiting, agent_id=agent.pk)
+        await self._send(
+            {
+                "type": "hello",
+                "agent": agent.slug,
+                "waiting": waiting,
+                "ackSeconds": settings.HUB_INBOX_ACK_SECONDS,
+                "heartbeatSeconds": settings.HUB_INBOX_HEARTBEAT_SECONDS,
+                "window": settings.HUB_INBOX_WINDOW,
+            }
+        )
+        self.pump = asyncio.get_running_loop().create_task(
+            self._deliver(), name=f"inbox-{agent.slug}"
+        )
+
+    async def disconnect(self, code: int) -> None:
+        agent = self.agent
+        if agent is None:
+            return
+        self.pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.pump
+        if self.acking is not None:  # acknowledgements received are still written
+            with contextlib.suppress(Exception):
+                await self.acking
+        await self.channel_layer.group_discard(inbox_group(agent.pk), self.channel_name)
+        await db(inbox_disconnect, agent_id=agent.pk, channel=self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.agent is None:
+            return
+        data = text_data if text_data is not None else bytes_data or b""
+        if len(data) > settings.HUB_MAX_BODY_BYTES:
+            await self._send({"type": "error", "code": "too_large", "message": "frame too large"})
+            await self.close(code=1009)
+            return
+        try:
+            frame = parse(data)
+        except HubError as exc:
+            await self._send(error_frame(exc, ref_of(data)))
+            return
+        if isinstance(frame, Ack):
+            # Acknowledgements are written in batches, while the next frames are read.
+            self.acks.append(frame)
+            if self.acking is None or self.acking.done():
+                self.acking = asyncio.get_running_loop().create_task(self._write_acks())
+            return
+        reply = await apply(self.agent, frame)
+        if reply["type"] == "ok" and isinstance(frame, Status | ArtifactChunk):
+            # Reporting on a task acknowledged its deliveries.
+            self._settled([pk for pk, task in self.unacked.items() if task == frame.task_id])
+        await self._send(reply)
+
+    async def _write_acks(self) -> None:
+        assert self.agent is not None
+        while self.acks:
+            batch, self.acks = self.acks, []
+            results = await asyncio.gather(
+                *(_acks.submit((self.agent.pk, a.ids)) for a in batch), return_exceptions=True
+            )
+            for frame, result in zip(batch, results, strict=True):
+                if isinstance(result, HubError):
+                    answer = error_frame(result, frame.ref)
+                elif isinstance(result, BaseException):
+                    raise result
+                else:
+                    self._settled(frame.ids)
+                    answer = {"type": "ok", "ref": frame.ref, "acknowledged": result}
+                with contextlib.suppress(Exception):  # the agent may have gone meanwhile
+                    await self._send(answer)
+
+    def _settled(self, delivery_ids: list[int]) -> None:
+        full = len(self.unacked) >= settings.HUB_INBOX_WINDOW
+        for pk in delivery_ids:
+            self.unacked.pop(pk, None)
+        if full and len(self.unacked) < settings.HUB_INBOX_WINDOW:
+            self.wake.set()
+
+    async def hub_event(self, message: dict[str, Any]) -> None:
+        """An event on the agent's group: new deliveries, or a task it works on canceled."""
+        name = message.get("event")
+        if name == "inbox.wake":
+            self.wake.set()
+        elif name == "inbox.canceled":
+            await self._send({"type": "canceled", "taskId": message.get("task_id")})
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(frame, default=str))
+
+    async def _deliver(self) -> None:
+        """Send what is queued, whenever woken, keeping at most HUB_INBOX_WINDOW out
+        unacknowledged. The first pass after connecting resends everything unacknowledged;
+        every heartbeat, report in and resend what is overdue."""
+        assert self.agent is not None
+        agent_id = self.agent.pk
+        window = settings.HUB_INBOX_WINDOW
+        heartbeat = settings.HUB_INBOX_HEARTBEAT_SECONDS
+        ack_seconds = settings.HUB_INBOX_ACK_SECONDS
+        loop = asyncio.get_running_loop()
+        next_beat = loop.time() + min(heartbeat, ack_seconds / 2)
+        frames: list[dict[str, Any]] = []
+        first = True
+        while True:
+            try:
+                if first:
+                    frames = await _claims.submit(Claim(agent_id, window, unacked=True))
+                    first = False
+                if not await self._send_all(frames):
+                    return
+                now = loop.time()
+                if now >= next_beat:
+                    next_beat = now + min(heartbeat, ack_seconds / 2)
+                    frames = await self._heartbeat(ack_seconds)
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(next_beat - now + 0.01):
+                        await self.wake.wait()
+                self.wake.clear()
+                frames = await _claims.submit(Claim(agent_id, window - len(self.unacked)))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning(
+                    "inbox delivery pass failed", exc_info=True, extra={"agent_id": agent_id}
+                )
+                frames = []
+                await asyncio.sleep(1.0)
+
+    async def _send_all(self, frames: list[dict[str, Any]]) -> bool:
+        """Send deliveries; False when the connection is gone (they stay unacknowledged and
+        go out again on the next connection)."""
+        try:
+            for frame in frames:
+                self.unacked[frame["deliveryId"]] = frame["taskId"]
+                await self._send(frame)
+        except Exception:
+            log.debug("inbox connection gone while sending", exc_info=True)
+            return False
+        return True
+
+    async def _heartbeat(self, ack_seconds: float) -> list[dict[str, Any]]:
+        """Report the session alive, forget deliveries acknowledged elsewhere, and claim the
+        ones whose acknowledgement is overdue."""
+        assert self.agent is not None
+        await db(inbox_seen, channels=[self.channel_name])
+        still = await db(
+            inbox_still_unacked, agent_id=self.agent.pk, delivery_ids=list(self.unacked)
+        )
+        self.unacked = {pk: task for pk, task in self.unacked.items() if pk in still}
+        overdue = timezone.now() - timedelta(seconds=ack_seconds)
+        return await _claims.submit(
+            Claim(self.agent.pk, settings.HUB_INBOX_WINDOW, pending=False, overdue_before=overdue)
+        )

@@ -1,0 +1,61 @@
+"""A raw inbox connection for tests: the websocket, frames in and out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import websockets
+
+
+class Inbox:
+    """An inbox agent's websocket to the hub, speaking the frames directly."""
+
+    # Every inbox a test opened, closed after the test (see conftest.py).
+    opened: list[Inbox] = []
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.hello: dict[str, Any] = {}
+        # Frames that arrived while waiting for the answer to a frame we sent.
+        self.pending: list[dict[str, Any]] = []
+
+    @classmethod
+    async def open(cls, hub_url: str, slug: str, token: str | None) -> Inbox:
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        ws = await websockets.connect(
+            hub_url.replace("http://", "ws://") + f"/ws/agents/{slug}/", additional_headers=headers
+        )
+        inbox = cls(ws)
+        cls.opened.append(inbox)
+        inbox.hello = await inbox.next()
+        return inbox
+
+    async def next(self, within: float = 10.0) -> dict[str, Any]:
+        if self.pending:
+            return self.pending.pop(0)
+        return json.loads(await asyncio.wait_for(self.ws.recv(), within))
+
+    async def next_of(self, kind: str, within: float = 10.0) -> dict[str, Any]:
+        """The next frame of type `kind`; other frames are kept for later."""
+        for i, frame in enumerate(self.pending):
+            if frame["type"] == kind:
+                return self.pending.pop(i)
+        while True:
+            frame = json.loads(await asyncio.wait_for(self.ws.recv(), within))
+            if frame["type"] == kind:
+                return frame
+            self.pending.append(frame)
+
+    async def send(self, frame: dict[str, Any] | str) -> dict[str, Any]:
+        """Send a frame and return the hub's answer to it (other frames are kept)."""
+        await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+        while True:
+            reply = json.loads(await asyncio.wait_for(self.ws.recv(), 10.0))
+            if reply["type"] in ("ok", "error", "pong"):
+                return reply
+            self.pending.append(reply)
+
+    async def close(self) -> None:
+        await self.ws.close()
