@@ -20,13 +20,20 @@ from django.urls import path  # noqa: E402
 
 from a2a_core.inbox.consumer import InboxConsumer  # noqa: E402
 from a2a_core.protocol.asgi import HubHttpRouter, StartedFirst, lifespan_app  # noqa: E402
+from dashboard import routing as dashboard_routing  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": HubHttpRouter(django_asgi_app),
-        # Inbox agents authenticate with their bearer token, not a browser session.
+        # Inbox agents authenticate with their bearer token; browsers with their session,
+        # from this site's pages only (dashboard.routing).
         "websocket": StartedFirst(
-            URLRouter([path("ws/agents/<slug:slug>/", InboxConsumer.as_asgi())])
+            URLRouter(
+                [
+                    path("ws/agents/<slug:slug>/", InboxConsumer.as_asgi()),
+                    *dashboard_routing.websocket_urlpatterns,
+                ]
+            )
         ),
         "lifespan": lifespan_app,
     }

@@ -1,0 +1,159 @@
+"""The dashboard's websocket: `/ws/dashboard/?page=<page>[&task=<id>][&agent=..&kind=..]`.
+
+One per open page. It joins the process's relay (`dashboard.live`) and sends the browser one
+frame per flush with what its page shows — feed rows its filters let through, the header's
+escalation badge, status badges, refresh triggers — as htmx out-of-band HTML. Frames a slow
+browser has not taken yet are merged into one; past MAX_BACKLOG the browser is told to reload
+instead of being sent more. The browser changes its filters (or pauses the feed) by sending
+its filter form over the socket (htmx `ws-send`); it then gets the matching rows afresh.
+
+Only logged-in users with a role connect (the handshake is refused otherwise), and only from
+this site's own pages (see `dashboard.routing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template.loader import render_to_string
+
+from a2a_core.asyncdb import db
+from a2a_core.models import Agent
+from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
+from dashboard import live
+from dashboard.roles import role_of
+
+PAGES = (
+    "overview",
+    "traffic",
+    "agents",
+    "agent",
+    "tasks",
+    "task",
+    "audit",
+    "escalations",
+    "policy",
+)
+FEED_PAGES = ("overview", "traffic", "agent")
+MAX_BACKLOG = 50
+
+
+def feed_rows(filters: TrafficFilter, *, agent_id: int | None) -> str:
+    """The newest rows for `filters`, replacing the feed's (sync: database thread)."""
+    rows = traffic_recent(filters=filters, limit=100)
+    html = render_to_string("dashboard/traffic.html#rows", {"messages": rows})
+    return f'<tbody id="feed-rows" hx-swap-oob="innerHTML">{html}</tbody>'
+
+
+def agent_id_of(slug: str) -> int | None:
+    return Agent.objects.filter(slug=slug).values_list("pk", flat=True).first() if slug else None
+
+
+class DashboardConsumer(AsyncWebsocketConsumer):
+    page = "other"
+
+    async def connect(self) -> None:
+        self.role = await db(role_of, self.scope.get("user"))
+        if self.role is None:
+            await self.close(code=4401)  # before accepting: the handshake is refused
+            return
+        params = {k: v[-1] for k, v in parse_qs(self.scope["query_string"].decode()).items()}
+        page = params.get("page", "")
+        self.page = page if page in PAGES else "other"
+        self.task_id = params.get("task", "")
+        self.paused = False
+        await self._filter(params)
+        self.outbox: asyncio.Queue[str] = asyncio.Queue()
+        await self.accept()
+        self.sender = asyncio.get_running_loop().create_task(self._send_frames())
+        live.relay().join(self)
+
+    async def disconnect(self, code: int) -> None:
+        if self.role is None:
+            return
+        live.relay().leave(self)
+        self.sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.sender
+
+    async def _filter(self, values: dict[str, Any]) -> None:
+        self.filters = TrafficFilter(
+            agent=str(values.get("agent") or "")[:64],
+            kind=str(values.get("kind") or "")[:32],
+            decision=str(values.get("decision") or "")[:16],
+        )
+        self.agent_id = await db(agent_id_of, self.filters.agent)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page's filter form, sent with htmx `ws-send`."""
+        try:
+            values = json.loads(text_data or "{}")
+        except json.JSONDecodeError:
+            return
+        if not isinstance(values, dict) or self.page not in FEED_PAGES:
+            return
+        before = (self.filters, self.paused)
+        self.paused = bool(values.get("paused"))
+        await self._filter(values)
+        if (self.filters, self.paused) != before and not self.paused:
+            # Show what matches now, including what arrived while paused.
+            html = await db(feed_rows, self.filters, agent_id=self.agent_id)
+            self.outbox.put_nowait(html)
+
+    def offer(self, update: live.Update) -> None:
+        frame = self.frame(update)
+        if not frame:
+            return
+        if self.outbox.qsize() >= MAX_BACKLOG:
+            while not self.outbox.empty():
+                self.outbox.get_nowait()
+            frame = render_to_string("dashboard/base_fragments.html#behind")
+        self.outbox.put_nowait(frame)
+
+    def frame(self, update: live.Update) -> str:
+        """What of `update` this page shows, as out-of-band fragments."""
+        parts = []
+        if update.badge:
+            parts.append(update.badge)
+        if self.page in FEED_PAGES and not self.paused and update.rows:
+            rows = [
+                row.html
+                for row in update.rows
+                if self.filters.matches(
+                    kind=row.kind,
+                    decision=row.decision,
+                    agent_ids=row.agent_ids,
+                    agent_id=self.agent_id,
+                )
+            ]
+            if rows:
+                parts.append(f'<tbody hx-swap-oob="afterbegin:#feed-rows">{"".join(rows)}</tbody>')
+        if self.page in FEED_PAGES and not self.paused:
+            parts.append(update.task_states)
+        if update.agents and self.page in ("agents", "agent", "overview"):
+            parts.extend(update.agents.values())
+        if update.escalations and self.page == "escalations":
+            parts.append(render_to_string("dashboard/base_fragments.html#refresh-escalations"))
+        if self.task_id and self.task_id in update.tasks and self.page == "task":
+            parts.append(
+                render_to_string(
+                    "dashboard/base_fragments.html#refresh-task", {"task_id": self.task_id}
+                )
+            )
+        if update.policy and self.page == "policy":
+            parts.append(update.policy)
+        if self.page in update.ticks:
+            parts.append(update.ticks[self.page])
+        return "".join(parts)
+
+    async def _send_frames(self) -> None:
+        while True:
+            frames = [await self.outbox.get()]
+            while not self.outbox.empty():
+                frames.append(self.outbox.get_nowait())
+            await self.send(text_data="".join(frames))

@@ -1,0 +1,284 @@
+"""The dashboard's live updates: one relay per server process, any number of browsers.
+
+The relay listens once per process to the hub's event groups. Events are coalesced: the first
+after a quiet spell goes out at once, later ones at most every FLUSH_SECONDS — so a browser
+gets one websocket frame per flush however busy the hub is. Each flush is rendered once, on
+the database thread (`render_update`); every browser then takes from it the fragments its page
+shows and its filters let through (`Viewer.frame`). A frame is plain htmx out-of-band HTML.
+
+Pages that show numbers (the overview) are refreshed by the relay's ticker every
+TICK_SECONDS while someone looks at them, also rendered once per tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from channels.layers import get_channel_layer
+from django.template.loader import render_to_string
+
+from a2a_core.asyncdb import db
+from a2a_core.logging import get_logger
+from a2a_core.models import (
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    Agent,
+    Escalation,
+    EscalationStatus,
+    Message,
+    Task,
+)
+from a2a_core.selectors.traffic import messages_by_pk
+
+log = get_logger("dashboard.live")
+
+FLUSH_SECONDS = 0.05
+TICK_SECONDS = 2.0
+GROUPS = ("traffic", "escalations", "agents", "policy")
+SHOWN_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+
+
+@dataclass(frozen=True)
+class Row:
+    """One rendered feed row, and what filters look at."""
+
+    html: str
+    kind: str
+    decision: str
+    agent_ids: frozenset[int]
+    task_id: str
+
+
+@dataclass
+class Update:
+    """What changed since the last flush, rendered."""
+
+    rows: list[Row] = field(default_factory=list)
+    # The header's count of pending escalations, when escalations changed.
+    badge: str | None = None
+    escalations: set[int] = field(default_factory=set)
+    # agent id -> its status badge
+    agents: dict[int, str] = field(default_factory=dict)
+    tasks: set[str] = field(default_factory=set)
+    # Every feed badge showing a changed task's state, updated in place.
+    task_states: str = ""
+    policy: str | None = None
+    # page -> html: what the ticker renders for pages that show numbers
+    ticks: dict[str, str] = field(default_factory=dict)
+
+
+class Viewer(Protocol):
+    page: str
+
+    def offer(self, update: Update) -> None: ...
+
+
+# --- rendering (database thread) ---------------------------------------------------------------
+
+
+def feed_row(message: Message) -> Row:
+    task = message.task
+    return Row(
+        html=render_to_string("dashboard/traffic.html#row", {"m": message}),
+        kind=message.kind,
+        decision=message.decision,
+        agent_ids=frozenset(pk for pk in (message.sender_id, message.target_id) if pk),
+        task_id=task.pk if task else "",
+    )
+
+
+def task_row(task: Task) -> Row:
+    return Row(
+        html=render_to_string("dashboard/traffic.html#task-row", {"t": task}),
+        kind="task",
+        decision="",
+        agent_ids=frozenset(pk for pk in (task.caller_id, task.target_id) if pk),
+        task_id=task.pk,
+    )
+
+
+def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
+    """Render what a batch of events changed (sync: on the database thread)."""
+    update = Update()
+    message_pks: list[int] = []
+    task_changes: dict[str, str] = {}
+    states: dict[str, str] = {}
+    agent_ids: set[int] = set()
+    for group, payload in events:
+        if group == "traffic":
+            for item in payload.get("items", []):
+                if item.get("type") == "message" and item.get("message_pk"):
+                    message_pks.append(item["message_pk"])
+                elif item.get("type") == "task":
+                    update.tasks.add(item["task_id"])
+                    states[item["task_id"]] = str(item.get("state", ""))
+                    # The feed shows a task when it ends or waits for someone; its request's
+                    # row shows it being created.
+                    if item.get("state") in SHOWN_STATES:
+                        task_changes[item["task_id"]] = item.get("change", "")
+        elif group == "escalations":
+            update.escalations.add(int(payload.get("escalation_id") or 0))
+        elif group == "agents" and payload.get("agent_id"):
+            agent_ids.add(int(payload["agent_id"]))
+        elif group == "policy":
+            update.policy = render_to_string(
+                "dashboard/base_fragments.html#policy-banner", {"number": payload.get("number")}
+            )
+    if message_pks:
+        messages = messages_by_pk(message_pks)
+        update.rows.extend(feed_row(m) for m in reversed(messages))
+    update.task_states = "".join(
+        render_to_string(
+            "dashboard/base_fragments.html#task-state",
+            {"task": {"pk": pk, "state": state}, "oob": True},
+        )
+        for pk, state in states.items()
+    )
+    if task_changes:
+        tasks = Task.objects.select_related("caller", "target").in_bulk(list(task_changes))
+        update.rows.extend(task_row(tasks[pk]) for pk in task_changes if pk in tasks)
+    if update.escalations:
+        pending = Escalation.objects.filter(status=EscalationStatus.PENDING).count()
+        update.badge = render_to_string(
+            "dashboard/base_fragments.html#escalation-badge", {"pending": pending, "oob": True}
+        )
+    for agent in Agent.objects.filter(pk__in=agent_ids):
+        update.agents[agent.pk] = render_to_string(
+            "dashboard/base_fragments.html#agent-status", {"agent": agent, "oob": True}
+        )
+    return update
+
+
+# --- the relay ---------------------------------------------------------------------------------
+
+
+Ticker = Callable[[], str]
+_tickers: dict[str, Ticker] = {}
+
+
+class Relay:
+    def __init__(self) -> None:
+        self.viewers: set[Viewer] = set()
+        self.pending: list[tuple[str, dict[str, Any]]] = []
+        self.kick = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+        # page -> a sync function rendering that page's numbers (see `ticker`)
+        self.tickers = _tickers
+
+    def join(self, viewer: Viewer) -> None:
+        self.viewers.add(viewer)
+        if not self.tasks:
+            loop = asyncio.get_running_loop()
+            self.tasks = [
+                loop.create_task(self._listen(), name="dashboard-listen"),
+                loop.create_task(self._flush(), name="dashboard-flush"),
+                loop.create_task(self._tick(), name="dashboard-tick"),
+            ]
+
+    def leave(self, viewer: Viewer) -> None:
+        self.viewers.discard(viewer)
+
+    async def _listen(self) -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        channel = await layer.new_channel()
+        for group in GROUPS:
+            await layer.group_add(group, channel)
+        while True:
+            message = await layer.receive(channel)
+            group = _group_of(message)
+            self.pending.append((group, message))
+            self.kick.set()
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = 0.0
+        while True:
+            await self.kick.wait()
+            wait = last + FLUSH_SECONDS - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self.kick.clear()
+            events, self.pending = self.pending, []
+            last = loop.time()
+            if not events or not self.viewers:
+                continue
+            try:
+                update = await db(render_update, events)
+            except Exception:
+                log.exception("rendering live updates failed")
+                continue
+            for viewer in list(self.viewers):
+                viewer.offer(update)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            pages = {viewer.page for viewer in self.viewers} & set(self.tickers)
+            if not pages:
+                continue
+            try:
+                ticks = await db(self._render_ticks, pages)
+            except Exception:
+                log.exception("rendering live numbers failed")
+                continue
+            update = Update(ticks=ticks)
+            for viewer in list(self.viewers):
+                viewer.offer(update)
+
+    def _render_ticks(self, pages: set[str]) -> dict[str, str]:
+        return {page: self.tickers[page]() for page in pages}
+
+
+def _group_of(message: dict[str, Any]) -> str:
+    name = str(message.get("event", ""))
+    if name == "traffic":
+        return "traffic"
+    if name.startswith("escalation"):
+        return "escalations"
+    if name.startswith("agent"):
+        return "agents"
+    if name.startswith("policy"):
+        return "policy"
+    return ""
+
+
+_relays: dict[asyncio.AbstractEventLoop, Relay] = {}
+
+
+def relay() -> Relay:
+    """This process's relay (one per event loop)."""
+    loop = asyncio.get_running_loop()
+    found = _relays.get(loop)
+    if found is None:
+        for old in [lp for lp in _relays if lp.is_closed()]:
+            del _relays[old]
+        found = _relays[loop] = Relay()
+    return found
+
+
+def ticker(page: str) -> Callable[[Ticker], Ticker]:
+    """Register the sync function that renders `page`'s live numbers every TICK_SECONDS."""
+
+    def register(render: Ticker) -> Ticker:
+        _tickers[page] = render
+        return render
+
+    return register
+
+
+async def stop() -> None:
+    """Stop this loop's relay (tests, shutdown)."""
+    found = _relays.pop(asyncio.get_running_loop(), None)
+    if found is None:
+        return
+    for task in found.tasks:
+        task.cancel()
+    for task in found.tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

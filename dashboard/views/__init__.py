@@ -1,0 +1,1 @@
+"""Dashboard views, one module per screen: thin — parse, call a selector or service, render."""

@@ -1,0 +1,37 @@
+// A2A Hub dashboard: the little the server cannot do — cap the live feed, tick countdowns.
+(function () {
+  "use strict";
+  var MAX_ROWS = 300;
+
+  // Keep the live feed's DOM bounded however long the page stays open.
+  function capFeed() {
+    var body = document.getElementById("feed-rows");
+    if (!body) return;
+    while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
+  }
+  document.addEventListener("htmx:wsAfterMessage", capFeed);
+
+  // Say whether the page is live (its websocket open); tests wait on body[data-live=open].
+  function liveState(state) {
+    document.body.dataset.live = state;
+    var dot = document.getElementById("live-indicator");
+    if (dot) { dot.textContent = state === "open" ? "live" : "reconnecting…"; dot.className = "badge " + (state === "open" ? "online" : "offline"); }
+  }
+  document.addEventListener("htmx:wsOpen", function () { liveState("open"); });
+  document.addEventListener("htmx:wsClose", function () { liveState("closed"); });
+
+  // Deadlines count down: <span data-deadline="ISO">.
+  function countdowns() {
+    var now = Date.now();
+    document.querySelectorAll("[data-deadline]").forEach(function (el) {
+      var left = Math.round((Date.parse(el.getAttribute("data-deadline")) - now) / 1000);
+      if (isNaN(left)) return;
+      if (left <= 0) { el.textContent = "overdue"; el.classList.add("overdue"); return; }
+      var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+      el.textContent = "in " + (h ? h + "h " : "") + (h || m ? m + "m " : "") + s + "s";
+    });
+  }
+  setInterval(countdowns, 1000);
+  document.addEventListener("DOMContentLoaded", countdowns);
+  document.addEventListener("htmx:afterSettle", countdowns);
+})();
