@@ -4,8 +4,8 @@
   delivery) reach this process's caches and outbox at once;
 - the outbox: delivers queued messages (approved or redirected by a human) and fan-out
   copies for endpoint agents;
-- the sweeper: applies escalation and inbox task deadlines, drops inbox sessions of dead
-  connections and clears old rate-limit windows;
+- the sweeper: applies escalation and inbox task deadlines, fails tasks a dead process was
+  delivering, drops inbox sessions of dead connections and clears old rate-limit windows;
 - the pusher: POSTs tasks' events to their push notification webhooks.
 Each loop survives its own errors; the database stays the source of truth, so a missed event
 only delays things until the next poll.
@@ -86,10 +86,12 @@ def _sweep(now: float, last_cleanup: float) -> float:
     from a2a_core.models import PolicyCounter
     from a2a_core.services.escalations import escalations_expire
     from a2a_core.services.inbox import inbox_sessions_expire, inbox_tasks_expire
+    from a2a_core.services.tasks import tasks_abandoned_fail
 
     escalations_expire()
     inbox_tasks_expire()
     inbox_sessions_expire()
+    tasks_abandoned_fail()
     if now - last_cleanup > 600:
         PolicyCounter.objects.filter(window__lt=int(now) - 7200).delete()
         return now

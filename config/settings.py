@@ -219,6 +219,9 @@ HUB_MAX_BODY_BYTES = env_int("HUB_MAX_BODY_BYTES", 1024 * 1024)
 HUB_MAX_PARTS = env_int("HUB_MAX_PARTS", 64)
 # How long the hub waits for an endpoint agent before failing the task.
 HUB_FORWARD_TIMEOUT = env_float("HUB_FORWARD_TIMEOUT", 30.0)
+# An endpoint agent's task still active this long past its deadline was being delivered by a
+# server process that stopped: the sweeper fails it, with the reason.
+HUB_ABANDONED_GRACE_SECONDS = env_float("HUB_ABANDONED_GRACE_SECONDS", 15.0)
 # The coordinator judges every message. Off only to measure what it costs (bench/): then
 # everything is delivered.
 HUB_POLICY_ENABLED = env_bool("HUB_POLICY_ENABLED", True)

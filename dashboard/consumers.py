@@ -41,6 +41,8 @@ PAGES = (
 )
 FEED_PAGES = ("overview", "traffic", "agent")
 MAX_BACKLOG = 50
+# A page that re-fetches what it shows (the task board, a task) does so at most this often.
+REFRESH_SECONDS = 1.0
 
 
 def feed_rows(filters: TrafficFilter, *, agent_id: int | None) -> str:
@@ -66,6 +68,10 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         page = params.get("page", "")
         self.page = page if page in PAGES else "other"
         self.task_id = params.get("task", "")
+        # The root of the task's delegation chain: the task page draws the whole chain.
+        self.root_id = params.get("root", "")
+        self.refreshed_at = -REFRESH_SECONDS
+        self.refresh_later: asyncio.TimerHandle | None = None
         self.paused = False
         await self._filter(params)
         self.outbox: asyncio.Queue[str] = asyncio.Queue()
@@ -77,6 +83,8 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         if self.role is None:
             return
         live.relay().leave(self)
+        if self.refresh_later is not None:
+            self.refresh_later.cancel()
         self.sender.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.sender
@@ -93,7 +101,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         """The page's filter form, sent with htmx `ws-send`."""
         try:
             values = json.loads(text_data or "{}")
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep
             return
         if not isinstance(values, dict) or self.page not in FEED_PAGES:
             return
@@ -139,17 +147,42 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             parts.extend(update.agents.values())
         if update.escalations and self.page == "escalations":
             parts.append(render_to_string("dashboard/base_fragments.html#refresh-escalations"))
-        if self.task_id and self.task_id in update.tasks and self.page == "task":
+        if (
+            self.page == "task"
+            and self.task_id
+            and (self.task_id in update.tasks or (self.root_id and self.root_id in update.chains))
+        ):
             parts.append(
-                render_to_string(
+                self._refresh(
                     "dashboard/base_fragments.html#refresh-task", {"task_id": self.task_id}
                 )
             )
+        if self.page == "tasks" and update.tasks:
+            parts.append(self._refresh("dashboard/tasks.html#refresh", {}))
         if update.policy and self.page == "policy":
             parts.append(update.policy)
         if self.page in update.ticks:
             parts.append(update.ticks[self.page])
         return "".join(parts)
+
+    def _refresh(self, template: str, context: dict[str, Any]) -> str:
+        """The page's refresh trigger, at most once per REFRESH_SECONDS: at once after a quiet
+        spell, else (once) at the end of the window — a busy hub costs an open page one
+        request a second, and its last change always shows."""
+        if self.refresh_later is not None:
+            return ""  # one is due already
+        loop = asyncio.get_running_loop()
+        wait = self.refreshed_at + REFRESH_SECONDS - loop.time()
+        if wait <= 0:
+            self.refreshed_at = loop.time()
+            return render_to_string(template, context)
+        self.refresh_later = loop.call_later(wait, self._refresh_due, template, context)
+        return ""
+
+    def _refresh_due(self, template: str, context: dict[str, Any]) -> None:
+        self.refresh_later = None
+        self.refreshed_at = asyncio.get_running_loop().time()
+        self.outbox.put_nowait(render_to_string(template, context))
 
     async def _send_frames(self) -> None:
         while True:

@@ -7,7 +7,9 @@ the database thread (`render_update`); every browser then takes from it the frag
 shows and its filters let through (`Viewer.frame`). A frame is plain htmx out-of-band HTML.
 
 Pages that show numbers (the overview) are refreshed by the relay's ticker every
-TICK_SECONDS while someone looks at them, also rendered once per tick.
+TICK_SECONDS while someone looks at them, also rendered once per tick — on a thread of their
+own, so that aggregating a busy hour never holds up the hub's database thread, and less often
+when that takes long (see `Relay._tick`).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
+from django.db import close_old_connections, connections
 from django.template.loader import render_to_string
 
 from a2a_core.asyncdb import db
@@ -38,6 +42,8 @@ log = get_logger("dashboard.live")
 
 FLUSH_SECONDS = 0.05
 TICK_SECONDS = 2.0
+# Computing the numbers may take at most this share of the time between two ticks.
+TICK_BUDGET = 0.1
 GROUPS = ("traffic", "escalations", "agents", "policy")
 SHOWN_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 
@@ -64,6 +70,8 @@ class Update:
     # agent id -> its status badge
     agents: dict[int, str] = field(default_factory=dict)
     tasks: set[str] = field(default_factory=set)
+    # The delegation chains (root task ids) the changed tasks belong to.
+    chains: set[str] = field(default_factory=set)
     # Every feed badge showing a changed task's state, updated in place.
     task_states: str = ""
     policy: str | None = None
@@ -115,6 +123,7 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
                     message_pks.append(item["message_pk"])
                 elif item.get("type") == "task":
                     update.tasks.add(item["task_id"])
+                    update.chains.add(str(item.get("root_id") or item["task_id"]))
                     states[item["task_id"]] = str(item.get("state", ""))
                     # The feed shows a task when it ends or waits for someone; its request's
                     # row shows it being created.
@@ -158,6 +167,8 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
 
 Ticker = Callable[[], str]
 _tickers: dict[str, Ticker] = {}
+# Tickers only read: off the hub's database thread, on a connection of their own.
+_tick_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-ticks")
 
 
 class Relay:
@@ -217,22 +228,32 @@ class Relay:
                 viewer.offer(update)
 
     async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(TICK_SECONDS)
             pages = {viewer.page for viewer in self.viewers} & set(self.tickers)
             if not pages:
                 continue
+            began = loop.time()
             try:
-                ticks = await db(self._render_ticks, pages)
+                ticks = await loop.run_in_executor(_tick_thread, self._render_ticks, pages)
             except Exception:
                 log.exception("rendering live numbers failed")
                 continue
             update = Update(ticks=ticks)
             for viewer in list(self.viewers):
                 viewer.offer(update)
+            # A very busy hour takes long to aggregate: then tick less often, within budget.
+            took = loop.time() - began
+            await asyncio.sleep(max(0.0, took / TICK_BUDGET - took - TICK_SECONDS))
 
     def _render_ticks(self, pages: set[str]) -> dict[str, str]:
-        return {page: self.tickers[page]() for page in pages}
+        close_old_connections()
+        try:
+            return {page: self.tickers[page]() for page in pages}
+        finally:
+            # Give this thread's connection back (to the pool, with PostgreSQL) between ticks.
+            connections.close_all()
 
 
 def _group_of(message: dict[str, Any]) -> str:

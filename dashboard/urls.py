@@ -1,13 +1,22 @@
 from django.urls import path
 
-from dashboard.views import agents, placeholder, traffic
+from dashboard.views import (
+    agents,
+    audit,
+    escalations,
+    overview,
+    placeholder,
+    policy,
+    task_pages,
+    traffic,
+)
 
 app_name = "dashboard"
 
 P = placeholder.placeholder
 
 urlpatterns = [
-    path("", P, name="overview"),
+    path("", overview.overview, name="overview"),
     path("traffic/", traffic.traffic, name="traffic"),
     # agents
     path("agents/", agents.agent_list, name="agents"),
@@ -16,24 +25,32 @@ urlpatterns = [
     path("agents/<slug:slug>/resume/", agents.agent_resume, name="agent_resume"),
     path("agents/<slug:slug>/token/", agents.agent_token, name="agent_token"),
     # tasks
-    path("tasks/", P, name="tasks"),
-    path("tasks/<str:task_id>/", P, name="task"),
-    path("contexts/<str:context_id>/", P, name="conversation"),
+    path("tasks/", task_pages.task_list, name="tasks"),
+    path("tasks/<str:task_id>/", task_pages.task_page, name="task"),
+    # Agents choose context ids: any text, slashes included.
+    path("contexts/<path:context_id>/", task_pages.conversation_page, name="conversation"),
     # audit
-    path("audit/", P, name="audit"),
-    path("audit/export.jsonl", P, name="audit_export"),
-    path("audit/training.jsonl", P, name="audit_training"),
-    path("messages/<int:pk>/", P, name="message"),
+    path("audit/", audit.audit, name="audit"),
+    path("audit/export.jsonl", audit.audit_export, name="audit_export"),
+    path("audit/training.jsonl", audit.audit_training, name="audit_training"),
+    path("messages/<int:pk>/", audit.message_detail, name="message"),
     # escalations
-    path("escalations/", P, name="escalations"),
-    path("escalations/<int:pk>/answer/", P, name="escalation_answer"),
-    path("escalations/<int:pk>/approve/", P, name="escalation_approve"),
-    path("escalations/<int:pk>/redirect/", P, name="escalation_redirect"),
-    path("escalations/<int:pk>/reject/", P, name="escalation_reject"),
+    path("escalations/", escalations.escalation_list, name="escalations"),
+    path("escalations/<int:pk>/answer/", escalations.escalation_answer, name="escalation_answer"),
+    path(
+        "escalations/<int:pk>/approve/", escalations.escalation_approve, name="escalation_approve"
+    ),
+    path(
+        "escalations/<int:pk>/redirect/",
+        escalations.escalation_redirect,
+        name="escalation_redirect",
+    ),
+    path("escalations/<int:pk>/reject/", escalations.escalation_reject, name="escalation_reject"),
     # policy
-    path("policy/", P, name="policy"),
-    path("policy/save/", P, name="policy_save"),
-    path("policy/dry-run/", P, name="policy_dry_run"),
-    path("policy/versions/<int:number>/", P, name="policy_version"),
-    path("policy/versions/<int:number>/rollback/", P, name="policy_rollback"),
+    path("policy/", policy.policy, name="policy"),
+    path("policy/draft/", policy.policy_draft, name="policy_draft"),
+    path("policy/save/", policy.policy_save, name="policy_save"),
+    path("policy/dry-run/", policy.policy_dry_run, name="policy_dry_run"),
+    path("policy/versions/<int:number>/", policy.policy_version, name="policy_version"),
+    path("policy/versions/<int:number>/rollback/", policy.policy_rollback, name="policy_rollback"),
 ]

@@ -114,6 +114,16 @@ class Hub:
             await http_client.aclose()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashing() -> Iterator[None]:
+    """Users are created in most dashboard tests; the production hasher would take half a
+    second each. The login flow is the same with a cheap one."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_shared_state() -> None:
     """Each test starts with no cached agents or policy and no rate windows or breakers

@@ -12,11 +12,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
 from a2a_core.cli.output import fail
+from a2a_core.errors import HubError
+
+if TYPE_CHECKING:
+    from a2a_core.demo.launch import Demo
 
 
 def add_parsers(sub: Any) -> None:
@@ -76,9 +80,12 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
 
 
 def _spawn_server(
-    host: str, port: int, workers: int, server: str, metrics_dir: str
+    host: str, port: int, workers: int, server: str, metrics_dir: str, *, quiet: bool = False
 ) -> subprocess.Popen[bytes]:
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings")
+    if quiet:
+        # With the demo's traffic, a log line per call would bury the demo's own lines.
+        env.setdefault("HUB_LOG_LEVEL", "WARNING")
     if metrics_dir:
         # Every worker writes its counters there; each scrape of /metrics sums them.
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
@@ -107,6 +114,20 @@ def _spawn_server(
     return subprocess.Popen([sys.executable, *args, "config.asgi:application"], env=env)
 
 
+def _start_demo(host: str, port: int, out: Any) -> Demo | None:
+    """Register the demo cast and start its processes; None (said why) if it cannot start."""
+    from a2a_core.demo.launch import demo_start
+
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"  # the agents run here: they reach the hub on loopback
+    hub_url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    try:
+        return demo_start(hub_url=hub_url, hub_port=port)
+    except HubError as exc:
+        out.write(f"  the demo did not start: {exc.message}")
+        return None
+
+
 def serve(args: argparse.Namespace, out: Any) -> None:
     if args.workers > 1 and not settings.REDIS_URL:
         raise fail("several workers need REDIS_URL (their events travel through Redis)")
@@ -116,9 +137,12 @@ def serve(args: argparse.Namespace, out: Any) -> None:
     metrics_dir = ""
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = tempfile.mkdtemp(prefix="a2a-hub-metrics-")
-    hub = _spawn_server(args.host, args.port, args.workers, args.server, metrics_dir)
+    hub = _spawn_server(
+        args.host, args.port, args.workers, args.server, metrics_dir, quiet=not args.no_demo
+    )
     procs = [hub]
     children: list[subprocess.Popen[bytes]] = list(procs)
+    demo: Demo | None = None
 
     def stop(*_: object) -> None:
         for proc in reversed(children):
@@ -135,6 +159,8 @@ def serve(args: argparse.Namespace, out: Any) -> None:
     try:
         if not wait_for_port(args.host, args.port, 30, procs[0]):
             raise fail("the hub did not start; see the messages above")
+        if not args.no_demo:
+            demo = _start_demo(args.host, args.port, out)
         base = f"http://{args.host}:{args.port}"
         out.write("")
         out.write(f"  A2A Hub is running: {base}/")
@@ -142,14 +168,26 @@ def serve(args: argparse.Namespace, out: Any) -> None:
         out.write(
             f"  Agents reach the hub at {base}/a2a/<agent>/ (card: /.well-known/agent-card.json)"
         )
-        out.write("  Ctrl-C stops the hub.")
+        if demo is not None:
+            out.write(f"  {demo.summary()}")
+        out.write(
+            "  Ctrl-C stops the hub." if demo is None else "  Ctrl-C stops the hub and the demo."
+        )
         out.write("")
+        demo_ended = False
         while all(proc.poll() is None for proc in procs):
+            if demo is not None and not demo_ended:
+                codes = [p.returncode for p in demo.processes if p.poll() is not None]
+                if codes:
+                    demo_ended = True
+                    out.write(f"  the demo agents stopped (exit {codes[0]}); the hub runs on")
             time.sleep(0.5)
         raise fail("the hub stopped unexpectedly")
     except KeyboardInterrupt:
         out.write("stopping…")
     finally:
+        if demo is not None:
+            demo.stop()  # the agents first, while the hub still answers them
         stop()
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -250,7 +250,8 @@ class InboxConsumer(AsyncWebsocketConsumer):
 
     async def _heartbeat(self, ack_seconds: float) -> list[dict[str, Any]]:
         """Report the session alive, forget deliveries acknowledged elsewhere, and claim the
-        ones whose acknowledgement is overdue."""
+        ones whose acknowledgement is overdue — and any queued one whose wake-up event did not
+        reach this process (events are best effort; the database is the truth)."""
         assert self.agent is not None
         await db(inbox_seen, channels=[self.channel_name])
         still = await db(
@@ -259,5 +260,5 @@ class InboxConsumer(AsyncWebsocketConsumer):
         self.unacked = {pk: task for pk, task in self.unacked.items() if pk in still}
         overdue = timezone.now() - timedelta(seconds=ack_seconds)
         return await _claims.submit(
-            Claim(self.agent.pk, settings.HUB_INBOX_WINDOW, pending=False, overdue_before=overdue)
+            Claim(self.agent.pk, settings.HUB_INBOX_WINDOW, pending=True, overdue_before=overdue)
         )

@@ -129,7 +129,7 @@ async def post(request: Request) -> Response:
     body = b"".join(chunks)
     try:
         data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
         return _error(ValidationFailed("malformed body", [FieldProblem("", f"not JSON: {exc}")]))
     if isinstance(data, dict) and "frames" in data:
         frames = data["frames"]

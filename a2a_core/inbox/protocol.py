@@ -184,7 +184,7 @@ def parse(data: str | bytes | dict[str, Any]) -> Ack | Status | ArtifactChunk | 
             )
         try:
             data = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
             raise ValidationFailed(
                 "malformed frame", [FieldProblem("", f"not JSON: {exc}")]
             ) from None
@@ -206,7 +206,7 @@ def ref_of(data: Any) -> Any:
     if isinstance(data, str | bytes):
         try:
             data = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):
             return None
     ref = data.get("ref") if isinstance(data, dict) else None
     return ref if isinstance(ref, str | int) and not isinstance(ref, bool) else None

@@ -95,6 +95,14 @@ def register_with_sdk() -> None:
         sdk_errors.A2A_ERROR_MAPPING[cls] = ErrorMapping(http, grpc_status, reason)
         sdk_errors.A2A_ERROR_REASONS[cls] = reason
         response_helpers.EXCEPTION_MAP[cls] = JSONRPCError
+    # The gate refuses bodies that are not JSON text itself (before the SDK sees them): give
+    # the parse error the SDK has no HTTP mapping for the status of a bad request.
+    sdk_errors.JSON_RPC_ERROR_CODE_MAP.setdefault(sdk_errors.JSONParseError, -32700)
+    sdk_errors.A2A_ERROR_MAPPING.setdefault(
+        sdk_errors.JSONParseError, ErrorMapping(400, "INVALID_ARGUMENT", "PARSE_ERROR")
+    )
+    sdk_errors.A2A_ERROR_REASONS.setdefault(sdk_errors.JSONParseError, "PARSE_ERROR")
+    response_helpers.EXCEPTION_MAP.setdefault(sdk_errors.JSONParseError, JSONRPCError)
 
 
 register_with_sdk()

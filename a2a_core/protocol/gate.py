@@ -14,7 +14,7 @@ from typing import Any
 
 from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import A2AError
+from a2a.utils.errors import A2AError, InvalidRequestError, JSONParseError
 from django.conf import settings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,6 +34,8 @@ from a2a_core.protocol.errors import (
 from a2a_core.services.agents import RESERVED_SLUGS
 
 CALL_SCOPE_KEY = "hub.call"
+# Deepest nesting of arrays and objects a request body may have.
+MAX_NESTING = 200
 REALM = 'Bearer realm="a2a-hub"'
 _REST = re.compile(r"^/a2a(/[^/]+)?/rest(/|$)")
 _AGENT = re.compile(r"^/a2a/([^/]+)(/|$)")
@@ -145,6 +147,24 @@ class AgentGate:
         if too_large:
             await error_response(send, path, _too_large(None, limit))
             return
+        if body and _nested_too_deep(body):
+            await error_response(
+                send,
+                path,
+                InvalidRequestError(
+                    message=f"the request body nests deeper than {MAX_NESTING} levels"
+                ),
+            )
+            return
+        if body and not _utf8_json_text(body):
+            await error_response(
+                send,
+                path,
+                JSONParseError(
+                    message="the request body is not JSON text in UTF-8 (RFC 8259 requires UTF-8)"
+                ),
+            )
+            return
 
         token = bearer_token(headers)
         slug = agent_slug(path)
@@ -194,6 +214,44 @@ class AgentGate:
             await send(message)
 
         await self.app(scope, replay, send_with_headers)
+
+
+def _nested_too_deep(body: bytes) -> bool:
+    """Whether brackets nest deeper than MAX_NESTING (the JSON decoder would recurse until
+    it fails). Counting the brackets first keeps the common case to two fast scans."""
+    if body.count(b"[") + body.count(b"{") <= MAX_NESTING:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > MAX_NESTING:
+                return True
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return False
+
+
+def _utf8_json_text(body: bytes) -> bool:
+    """Whether `body` can be JSON text at all: UTF-8, and without the NUL bytes a UTF-16 or
+    UTF-32 body starts with (the JSON decoder would guess those encodings and fail)."""
+    if b"\x00" in body[:4]:
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _too_large(size: int | None, limit: int) -> PayloadTooLargeError:

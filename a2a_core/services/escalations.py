@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -36,6 +37,7 @@ from a2a_core.models import (
 from a2a_core.models import Decision as Verdict
 from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Decision
+from a2a_core.schemas.json_schema import schema_problems
 from a2a_core.services.audit import audit_record
 from a2a_core.services.tasks import announce_escalation, task_set_state
 
@@ -126,20 +128,44 @@ def _decided(escalation: Escalation, status: str, actor: User | None, **fields: 
 
 
 def _queue(message: Message) -> None:
+    """Queue a message for the outbox; its task gets a fresh deadline for the delivery."""
     Message.objects.filter(pk=message.pk).update(delivery_state=DeliveryState.QUEUED)
+    deadline = timezone.now() + timedelta(seconds=settings.HUB_FORWARD_TIMEOUT)
+    Task.objects.filter(pk=message.task_id, deadline__isnull=False).update(deadline=deadline)
     publish_many_on_commit([("outbox", event("outbox.queued", message_pk=message.pk))])
 
 
 @transaction.atomic
 def escalation_answer(
-    *, escalation_id: int, text: str, actor: User | None = None, actor_label: str = ""
+    *,
+    escalation_id: int,
+    text: str,
+    data: Any = None,
+    actor: User | None = None,
+    actor_label: str = "",
 ) -> Escalation:
     """A human answers an agent's question: the answer goes to the agent as the next message
-    on its task, which moves back to working."""
+    on its task, which moves back to working.
+
+    When the agent declared an answer schema, `data` (a decoded JSON value) is required and
+    must fit it; it travels as a data part after the text.
+    """
     text = text.strip()
     if not text:
         raise ValidationFailed("the answer is empty", [FieldProblem("text", "write the answer")])
     escalation = _open(escalation_id, EscalationKind.INPUT_REQUIRED)
+    if escalation.answer_schema is not None:
+        if data is None:
+            raise ValidationFailed(
+                "structured data is required",
+                [
+                    FieldProblem(
+                        "data", f"{escalation.agent.slug} asked for data fitting its schema"
+                    )
+                ],
+            )
+        if problems := schema_problems(data, escalation.answer_schema):
+            raise ValidationFailed("the data does not fit the schema", problems)
     task = escalation.task
     if task.state != TaskState.INPUT_REQUIRED:
         raise Conflict(
@@ -147,10 +173,13 @@ def escalation_answer(
             details={"taskId": task.pk, "state": task.state},
         )
     who = actor.get_username() if actor is not None else actor_label or "the hub"
+    parts: list[dict[str, Any]] = [{"text": text}]
+    if data is not None:
+        parts.append({"data": data, "mediaType": "application/json"})
     message = Message.objects.create(
         message_id=new_id(),
         role="user",
-        parts=[{"text": text}],
+        parts=parts,
         direction=Direction.REQUEST,
         kind="response",
         summary=text[:200],
@@ -167,7 +196,7 @@ def escalation_answer(
     )
     _set_state(task, TaskState.WORKING, f"answered by {who}; delivering")
     _queue(message)
-    _decided(escalation, EscalationStatus.ANSWERED, actor, answer=text)
+    _decided(escalation, EscalationStatus.ANSWERED, actor, answer=text, answer_data=data)
     audit_record(
         action="escalation.answer",
         summary=f"answered {escalation.agent.slug}'s question on task {task.pk}",
@@ -176,6 +205,7 @@ def escalation_answer(
         agent=escalation.agent,
         object_type="escalation",
         object_id=escalation.pk,
+        data={"data": data} if data is not None else None,
     )
     return escalation
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,6 +22,7 @@ from a2a_core.models import (
     Artifact,
     Decision,
     Delivery,
+    DeliveryMode,
     DeliveryState,
     Direction,
     Escalation,
@@ -737,8 +739,21 @@ def _ask_human(task: Task, status: dict[str, Any], priority: str) -> None:
         task=task,
         agent_id=task.target_id,
         question=question or "(the agent asked without words; see the task)",
+        answer_schema=_answer_schema(message),
     )
     announce_escalation(escalation, "escalation.opened")
+
+
+def _answer_schema(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The `answerSchema` of a `question` envelope among the message's parts: the agent wants
+    structured data in the humans' answer."""
+    for index in envelope_part_indexes(message):
+        envelope = message["parts"][index].get("data")
+        if isinstance(envelope, dict) and envelope.get("kind") == "question":
+            schema = (envelope.get("payload") or {}).get("answerSchema")
+            if isinstance(schema, dict):
+                return schema
+    return None
 
 
 def withdraw_questions(task: Task) -> None:
@@ -790,6 +805,32 @@ def record_batch(ops: Sequence[Record]) -> list[Any]:
         elif isinstance(op, Failure) and not isinstance(results[i], HubError):
             results[i] = task_view(work.tasks[op.task_id])
     return results
+
+
+def tasks_abandoned_fail(*, now: datetime | None = None, limit: int = 200) -> int:
+    """Fail endpoint agents' tasks still submitted or working well past their deadline: the
+    process forwarding them stopped (killed, crashed) before it could record an answer or a
+    timeout. The caller sees a failed task saying so instead of one stuck in working."""
+    now = now or timezone.now()
+    stale = list(
+        Task.objects.filter(
+            deadline__lt=now - timedelta(seconds=settings.HUB_ABANDONED_GRACE_SECONDS),
+            state__in=list(ACTIVE_STATES),
+            target__delivery_mode=DeliveryMode.ENDPOINT,
+        )
+        .order_by("deadline")
+        .values_list("pk", flat=True)[:limit]
+    )
+    if stale:
+        tasks_record(
+            [
+                Failure(
+                    pk, "the hub lost this delivery (its server process stopped); send it again"
+                )
+                for pk in stale
+            ]
+        )
+    return len(stale)
 
 
 def tasks_record(ops: Sequence[Record]) -> list[Any]:

@@ -20,6 +20,18 @@
   document.addEventListener("htmx:wsOpen", function () { liveState("open"); });
   document.addEventListener("htmx:wsClose", function () { liveState("closed"); });
 
+  // A delegation chain wider or taller than its box scrolls to show the current task.
+  function centreCurrentTask() {
+    var wrap = document.querySelector(".chain-wrap");
+    var node = wrap && wrap.querySelector(".node.current rect");
+    if (!node) return;
+    var box = node.getBoundingClientRect(), view = wrap.getBoundingClientRect();
+    wrap.scrollLeft += box.left - view.left - (wrap.clientWidth - box.width) / 2;
+    wrap.scrollTop += box.top - view.top - (wrap.clientHeight - box.height) / 2;
+  }
+  document.addEventListener("DOMContentLoaded", centreCurrentTask);
+  document.addEventListener("htmx:afterSettle", centreCurrentTask);
+
   // Deadlines count down: <span data-deadline="ISO">.
   function countdowns() {
     var now = Date.now();

@@ -1,0 +1,215 @@
+"""`a2a tasks` and `a2a escalations`: the work in the hub, and the questions waiting for a human."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from django.utils import timezone
+
+from a2a_core.cli.output import ago, fail, hub_error, table
+from a2a_core.errors import HubError, ValidationFailed
+from a2a_core.models import EscalationKind, TaskState
+from a2a_core.selectors.audit import agent_ids
+from a2a_core.selectors.escalations import escalation_inbox
+from a2a_core.selectors.task_views import task_recent
+from a2a_core.services import escalations as decide
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("tasks", help="the most recently updated tasks")
+    p.add_argument("--agent", metavar="ID", help="tasks this agent calls or serves")
+    p.add_argument("--state", help="tasks in this state (e.g. working, input-required, failed)")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="how many (default 50)")
+    p.add_argument("--json", action="store_true", help="one JSON object per task")
+    p.set_defaults(handler=tasks)
+
+    p = sub.add_parser("escalations", help="what waits for a human; answer or decide it")
+    p.add_argument("--json", action="store_true", help="one JSON object per escalation")
+    p.set_defaults(handler=escalations)
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    a = actions.add_parser("answer", help="answer an agent's question (input-required)")
+    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("text", metavar="TEXT")
+    a.add_argument("--data", metavar="JSON", help="structured data, when the agent asked for it")
+    a.set_defaults(handler=answer)
+    a = actions.add_parser("approve", help="let a held message through")
+    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("--text", help="replace the message's text before it is delivered")
+    a.set_defaults(handler=approve)
+    a = actions.add_parser("redirect", help="send a held message to another agent")
+    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("to", metavar="AGENT")
+    a.set_defaults(handler=redirect)
+    a = actions.add_parser("reject", help="refuse a held message; the caller sees the reason")
+    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("reason", metavar="REASON")
+    a.set_defaults(handler=reject)
+
+
+def tasks(args: argparse.Namespace, out: Any) -> None:
+    agent_id = None
+    if args.agent:
+        agent_id = agent_ids([args.agent]).get(args.agent)
+        if agent_id is None:
+            raise fail(
+                f"--agent: no agent {args.agent!r} is registered (see: manage.py a2a agents)"
+            )
+    if args.state and args.state not in TaskState.values:
+        raise fail(
+            f"--state: unknown state {args.state!r}; use one of {', '.join(TaskState.values)}"
+        )
+    if args.limit < 1:
+        raise fail("--limit: must be 1 or more")
+    found = task_recent(agent_id=agent_id, state=args.state or "", limit=args.limit)
+    if args.json:
+        for task in found:
+            out.write(
+                json.dumps(
+                    {
+                        "id": task.pk,
+                        "contextId": task.context_id,
+                        "state": task.state,
+                        "caller": task.caller.slug if task.caller else None,
+                        "target": task.target.slug,
+                        "skill": task.skill or None,
+                        "parentId": task.parent_id,
+                        "depth": task.depth,
+                        "updatedAt": task.status_timestamp.isoformat(),
+                        "reason": task.reason or None,
+                        "summary": getattr(task, "first_summary", None),
+                    },
+                    ensure_ascii=False,
+                )
+            )
+        return
+    if not found:
+        out.write("No tasks match." if args.agent or args.state else "No tasks yet.")
+        return
+    out.write(
+        table(
+            ["TASK", "STATE", "CALLER", "TARGET", "SKILL", "DEPTH", "UPDATED", "ABOUT"],
+            [
+                [
+                    task.pk,
+                    task.state,
+                    task.caller.slug if task.caller else "-",
+                    task.target.slug,
+                    task.skill or "-",
+                    task.depth,
+                    ago(task.status_timestamp),
+                    _short(task.reason or getattr(task, "first_summary", "") or ""),
+                ]
+                for task in found
+            ],
+        )
+    )
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text[:width] + ("…" if len(text) > width else "")
+
+
+def _due(deadline: Any) -> str:
+    if deadline is None:
+        return "-"
+    seconds = int((deadline - timezone.now()).total_seconds())
+    if seconds <= 0:
+        return "overdue"
+    return f"in {seconds // 60}m{seconds % 60:02d}s" if seconds < 3600 else f"in {seconds // 3600}h"
+
+
+def escalations(args: argparse.Namespace, out: Any) -> None:
+    inbox = escalation_inbox(pending_limit=500, decided_limit=0)
+    if args.json:
+        for card in inbox.pending:
+            e = card.escalation
+            out.write(
+                json.dumps(
+                    {
+                        "id": e.pk,
+                        "kind": e.kind,
+                        "priority": e.priority,
+                        "agent": e.agent.slug,
+                        "taskId": e.task_id,
+                        "question": e.question,
+                        "reason": e.reason,
+                        "answerSchema": e.answer_schema,
+                        "deadline": e.deadline.isoformat() if e.deadline else None,
+                        "chain": [t.pk for t in card.chain],
+                    },
+                    ensure_ascii=False,
+                )
+            )
+        return
+    if not inbox.pending:
+        out.write("Nothing waits for a human.")
+        return
+    out.write(
+        table(
+            ["ID", "KIND", "PRIORITY", "AGENT", "TASK", "DUE", "QUESTION"],
+            [
+                [
+                    c.escalation.pk,
+                    "question" if c.escalation.kind == EscalationKind.INPUT_REQUIRED else "held",
+                    c.escalation.priority,
+                    c.escalation.agent.slug,
+                    c.escalation.task_id,
+                    _due(c.escalation.deadline),
+                    _short(c.escalation.question or c.message_text),
+                ]
+                for c in inbox.pending
+            ],
+        )
+    )
+    out.write("")
+    out.write(
+        "Answer a question: a2a escalations answer ID TEXT; a held message: "
+        "approve ID | redirect ID AGENT | reject ID REASON"
+    )
+
+
+def _decide(action: Any, out: Any, done: str, **kwargs: Any) -> None:
+    try:
+        escalation = action(actor_label="cli", **kwargs)
+    except ValidationFailed as exc:
+        raise fail("; ".join([exc.message, *(str(p) for p in exc.problems)])) from None
+    except HubError as exc:
+        raise hub_error(exc) from None
+    out.write(
+        f"{done} escalation {escalation.pk} ({escalation.agent.slug}, task {escalation.task_id})"
+    )
+
+
+def answer(args: argparse.Namespace, out: Any) -> None:
+    data = None
+    if args.data is not None:
+        try:
+            data = json.loads(args.data)
+        except json.JSONDecodeError as exc:
+            raise fail(f"--data is not valid JSON: {exc.msg} (column {exc.colno})") from None
+    _decide(
+        decide.escalation_answer, out, "answered", escalation_id=args.id, text=args.text, data=data
+    )
+
+
+def approve(args: argparse.Namespace, out: Any) -> None:
+    _decide(
+        decide.escalation_approve, out, "approved", escalation_id=args.id, edited_text=args.text
+    )
+
+
+def redirect(args: argparse.Namespace, out: Any) -> None:
+    _decide(
+        decide.escalation_redirect,
+        out,
+        f"redirected to {args.to}:",
+        escalation_id=args.id,
+        to=args.to,
+    )
+
+
+def reject(args: argparse.Namespace, out: Any) -> None:
+    _decide(decide.escalation_reject, out, "rejected", escalation_id=args.id, reason=args.reason)

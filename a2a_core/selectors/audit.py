@@ -1,0 +1,600 @@
+"""Reads for the audit: search every message the hub recorded, a page at a time; export it.
+
+Pages are keyset-paginated on (created_at, id), newest first, with no COUNT and no OFFSET, so
+the first page costs the same over a thousand messages or a million. Each filter narrows the
+scan of one index (see `Message.Meta.indexes`). Free text is the exception: it matches the
+summary, which no index covers, so a page looks through at most `TEXT_WINDOW` messages (those
+the other filters let through, from where the page starts) and says where it stopped.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+)
+
+from a2a_core.errors import FieldProblem, NotFound, ValidationFailed
+from a2a_core.models import (
+    TERMINAL_STATES,
+    Agent,
+    Artifact,
+    Decision,
+    Delivery,
+    Escalation,
+    Message,
+    Task,
+    TaskEvent,
+    TaskState,
+)
+from a2a_core.schemas.a2a import text_of
+from a2a_core.schemas.envelopes import envelope_files, parse_envelope
+from a2a_core.services.tasks import iso, message_view
+
+PAGE_SIZE = 50
+# A text search looks through this many messages per page, read this many at a time.
+TEXT_WINDOW = 10_000
+TEXT_CHUNK = 2_500
+# Exports read this many messages per query, so no export ever holds more in memory.
+EXPORT_CHUNK = 1_000
+# A task state with at most this many tasks is searched from the tasks' side.
+RARE_STATE_TASKS = 1_000
+
+Position = tuple[datetime, int]  # (created_at, id) of a message
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which messages: every field given must match (agents by id; `text` in the summary)."""
+
+    agent_id: int | None = None  # the sender or the target
+    sender_id: int | None = None
+    target_id: int | None = None
+    kind: str = ""
+    decision: str = ""
+    reason: str = ""
+    state: str = ""  # the current state of the message's task
+    since: datetime | None = None  # inclusive
+    until: datetime | None = None  # exclusive
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page starts: the rows older (or, with `newer`, newer) than `position`."""
+
+    position: Position
+    newer: bool = False
+
+    def encode(self) -> str:
+        moment, pk = self.position
+        raw = f"{'n' if self.newer else 'o'}|{moment.isoformat()}|{pk}"
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> Cursor:
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+            direction, moment, pk = raw.split("|")
+            when = datetime.fromisoformat(moment)
+            if direction not in ("n", "o") or when.tzinfo is None:
+                raise ValueError(direction)
+            return cls((when, int(pk)), newer=direction == "n")
+        except (ValueError, UnicodeDecodeError):
+            raise ValidationFailed(
+                "invalid cursor",
+                [FieldProblem("cursor", "this page link is not one the hub made; start again")],
+            ) from None
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    messages: list[Message]  # newest first
+    newer: Cursor | None  # the page before this one, if any
+    older: Cursor | None  # the page after this one, if any
+    # A text search that looked through `scanned` messages (its window) without filling the
+    # page: it stopped at this moment (`older`/`newer` goes on from there).
+    searched_to: datetime | None = None
+    scanned: int = 0
+
+
+def agent_slugs(*, limit: int = 500) -> list[str]:
+    """Registered agents' slugs, for the filters' suggestions."""
+    return list(Agent.objects.order_by("slug").values_list("slug", flat=True)[:limit])
+
+
+def agent_ids(slugs: Sequence[str]) -> dict[str, int]:
+    """The ids of the registered agents among `slugs` (unknown slugs are left out)."""
+    wanted = [slug for slug in slugs if slug]
+    if not wanted:
+        return {}
+    return dict(Agent.objects.filter(slug__in=wanted).values_list("slug", "pk"))
+
+
+def _conditions(filters: AuditFilter, *, text: bool) -> list[Q]:
+    """Conditions whose union is the filtered set, each one walkable down one index in
+    (created_at, id) order. `text`: match the free text here too (else the caller does)."""
+    where = Q()
+    if filters.sender_id is not None:
+        where &= Q(sender_id=filters.sender_id)
+    if filters.target_id is not None:
+        where &= Q(target_id=filters.target_id)
+    if filters.kind:
+        where &= Q(kind=filters.kind)
+    if filters.decision:
+        where &= Q(decision=filters.decision)
+    if filters.reason:
+        where &= Q(decision_reason=filters.reason)
+    if filters.state:
+        where &= _in_task_state(filters.state)
+    if filters.since is not None:
+        where &= Q(created_at__gte=filters.since)
+    if filters.until is not None:
+        where &= Q(created_at__lt=filters.until)
+    if text and filters.text:
+        where &= Q(summary__icontains=filters.text)
+    if filters.agent_id is None:
+        return [where]
+    # "Sent or received": an OR would make the database read all of the agent's messages to
+    # sort them; two walks down the sender and target indexes, merged, read only a page.
+    return [where & Q(sender_id=filters.agent_id), where & Q(target_id=filters.agent_id)]
+
+
+def _matching(filters: AuditFilter, *, text: bool) -> list[QuerySet[Message]]:
+    return [Message.objects.filter(where) for where in _conditions(filters, text=text)]
+
+
+def _in_task_state(state: str) -> Q:
+    """Messages on a task now in `state`, in whichever form walks fewer rows."""
+    tasks = Task.objects.filter(state=state)
+    if tasks[: RARE_STATE_TASKS + 1].count() <= RARE_STATE_TASKS:
+        # Few such tasks (maybe none): read their messages from the task index.
+        return Q(task_id__in=tasks.values("pk"))
+    # Many: walk the messages in order and look each one's task up by key; a join would
+    # let the database sort every message of every such task first.
+    return Q(Exists(tasks.filter(pk=OuterRef("task_id"))))
+
+
+def _beyond(rows: QuerySet[Message], position: Position, *, newer: bool) -> QuerySet[Message]:
+    moment, pk = position
+    # The plain range condition lets the database start the index scan at `moment`.
+    if newer:
+        return rows.filter(created_at__gte=moment).filter(Q(created_at__gt=moment) | Q(pk__gt=pk))
+    return rows.filter(created_at__lte=moment).filter(Q(created_at__lt=moment) | Q(pk__lt=pk))
+
+
+def _walk(
+    querysets: list[QuerySet[Message]],
+    start: Position | None,
+    *,
+    newer: bool,
+    size: int,
+    text: str = "",
+) -> list[tuple[datetime, int, bool]]:
+    """The next `size` messages from `start` (exclusive) as (created_at, id, matches `text`),
+    read from the indexes only unless `text` is given."""
+    found: dict[int, tuple[datetime, int, bool]] = {}
+    order = ("created_at", "pk") if newer else ("-created_at", "-pk")
+    for rows in querysets:
+        if start is not None:
+            rows = _beyond(rows, start, newer=newer)
+        if text:
+            hit = ExpressionWrapper(Q(summary__icontains=text), output_field=BooleanField())
+            picked = rows.annotate(hit=hit).order_by(*order).values_list("created_at", "pk", "hit")
+            found.update((pk, (moment, pk, bool(h))) for moment, pk, h in picked[:size])
+        else:
+            plain = rows.order_by(*order).values_list("created_at", "pk")
+            found.update((pk, (moment, pk, True)) for moment, pk in plain[:size])
+    merged = sorted(found.values(), reverse=not newer)
+    return merged[:size]
+
+
+# What a results row shows: the rest (parts, envelope, agents' cards...) stays in the database.
+_ROW_FIELDS = (
+    "created_at",
+    "kind",
+    "direction",
+    "summary",
+    "recipients",
+    "decision",
+    "decision_reason",
+    "decision_detail",
+    "latency_ms",
+    "sender__slug",
+    "target__slug",
+    "redirected_to__slug",
+    "author__username",
+    "task__state",
+)
+
+
+def _rows() -> QuerySet[Message]:
+    return Message.objects.select_related("sender", "target", "task", "redirected_to", "author")
+
+
+def audit_page(
+    *, filters: AuditFilter, cursor: Cursor | None = None, limit: int = PAGE_SIZE
+) -> AuditPage:
+    """One page of the filtered messages, newest first, and the cursors of its neighbours."""
+    newer = cursor.newer if cursor else False
+    start = cursor.position if cursor else None
+    querysets = _matching(filters, text=False)
+    budget = TEXT_WINDOW if filters.text else limit + 1
+    hits: list[Position] = []
+    position = start
+    scanned = 0
+    exhausted = False
+    while len(hits) <= limit and scanned < budget:
+        size = min(TEXT_CHUNK if filters.text else limit + 1, budget - scanned)
+        chunk = _walk(querysets, position, newer=newer, size=size, text=filters.text)
+        for moment, pk, matches in chunk:
+            scanned += 1
+            position = (moment, pk)
+            if matches:
+                hits.append(position)
+                if len(hits) > limit:
+                    break
+        if len(chunk) < size:
+            exhausted = True
+            break
+
+    more = len(hits) > limit
+    hits = hits[:limit]
+    onward: Position | None = None
+    searched_to = None
+    if more:
+        onward = hits[-1]
+    elif filters.text and not exhausted and position is not None:
+        onward = position
+        searched_to = position[0]
+    back_from = hits[0] if hits else start
+    back = Cursor(back_from, newer=not newer) if cursor and back_from else None
+    ahead = Cursor(onward, newer=newer) if onward else None
+
+    found = _rows().only(*_ROW_FIELDS).in_bulk([pk for _, pk in hits])
+    messages = [found[pk] for _, pk in hits if pk in found]
+    if newer:
+        messages.reverse()
+    return AuditPage(
+        messages=messages,
+        newer=ahead if newer else back,
+        older=back if newer else ahead,
+        searched_to=searched_to,
+        scanned=scanned,
+    )
+
+
+# --- one message in full --------------------------------------------------------------------
+
+
+def message_get(*, pk: int) -> Message:
+    message = (
+        _rows()
+        .prefetch_related(
+            Prefetch("deliveries", queryset=Delivery.objects.select_related("recipient"))
+        )
+        .filter(pk=pk)
+        .first()
+    )
+    if message is None:
+        raise NotFound(f"no message {pk}")
+    return message
+
+
+def _when(moment: datetime | None) -> str | None:
+    return iso(moment) if moment else None
+
+
+def _slug(agent: Agent | None) -> str | None:
+    return agent.slug if agent else None
+
+
+def message_document(message: Message) -> dict[str, Any]:
+    """Everything the hub holds about a message: the A2A message as stored (in the hub's ids),
+    its envelope, the coordinator's decision, its deliveries and its task."""
+    task = message.task
+    return {
+        "message": message_view(message),
+        "hub": {
+            "id": message.pk,
+            "createdAt": _when(message.created_at),
+            "direction": message.direction,
+            "kind": message.kind,
+            "summary": message.summary,
+            "from": _slug(message.sender),
+            "author": message.author.get_username() if message.author else None,
+            "to": _slug(message.target),
+            "recipients": message.recipients,
+            "hop": message.hop,
+            "traceId": message.trace_id,
+            "correlationId": message.correlation_id,
+            "envelope": message.envelope,
+            "decision": {
+                "action": message.decision,
+                "reason": message.decision_reason,
+                "detail": message.decision_detail,
+                "latencyUs": message.decision_latency_us,
+                "redirectedTo": _slug(message.redirected_to),
+            },
+            "deliveryState": message.delivery_state,
+            "respondedAt": _when(message.responded_at),
+            "latencyMs": message.latency_ms,
+            "late": message.late,
+        },
+        "deliveries": [
+            {
+                "recipient": d.recipient.slug,
+                "state": d.state,
+                "decision": d.decision,
+                "reason": d.decision_reason,
+                "attempts": d.attempts,
+                "lastAttemptAt": _when(d.last_attempt_at),
+                "ackedAt": _when(d.acked_at),
+                "lastError": d.last_error,
+            }
+            for d in message.deliveries.all()
+        ],
+        "task": {"id": task.pk, "state": task.state, "contextId": task.context_id}
+        if task
+        else None,
+    }
+
+
+# --- exports --------------------------------------------------------------------------------
+
+
+def _files(envelope: dict[str, Any] | None) -> list[str]:
+    if not envelope:
+        return []
+    try:
+        return envelope_files(parse_envelope(envelope))
+    except ValidationFailed:
+        return []
+
+
+def _sender(slug: str | None, username: str | None) -> str | None:
+    """Who spoke: an agent's slug, or `human:<username>` for a person answering through the hub."""
+    if slug:
+        return slug
+    return f"human:{username}" if username else None
+
+
+_LOG_FIELDS = (
+    "pk",
+    "message_id",
+    "created_at",
+    "sender__slug",
+    "author__username",
+    "target__slug",
+    "recipients",
+    "kind",
+    "summary",
+    "envelope",
+    "responded_at",
+    "latency_ms",
+    "decision",
+    "decision_reason",
+    "decision_detail",
+    "task_id",
+    "context_id",
+)
+
+
+def _log_line(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as one line of the A2A traffic log (seed 000's schema, plus the hub's ids)."""
+    return {
+        "timestamp": iso(row["created_at"]),
+        "from": _sender(row["sender__slug"], row["author__username"]),
+        "to": row["target__slug"] or ",".join(row["recipients"] or []),
+        "type": row["kind"],
+        "messageSummary": row["summary"],
+        "files": _files(row["envelope"]),
+        "responseReceived": row["responded_at"] is not None,
+        "latencyMs": row["latency_ms"],
+        "coordinatorAction": {
+            "action": row["decision"],
+            "reason": row["decision_reason"],
+            "detail": row["decision_detail"],
+        },
+        "messageId": row["message_id"],
+        "taskId": row["task_id"],
+        "contextId": row["context_id"] or None,
+    }
+
+
+def _log_entries(
+    positions: list[tuple[datetime, int, bool]],
+) -> list[tuple[Position, dict[str, Any]]]:
+    rows = {
+        row["pk"]: row
+        for row in Message.objects.filter(pk__in=[p for _, p, _ in positions]).values(*_LOG_FIELDS)
+    }
+    return [((moment, pk), _log_line(rows[pk])) for moment, pk, _ in positions if pk in rows]
+
+
+def audit_log_chunk(
+    *, filters: AuditFilter, after: Position | None, size: int = EXPORT_CHUNK
+) -> tuple[list[dict[str, Any]], Position | None]:
+    """The next `size` filtered messages after `after` as log lines, oldest first, and where
+    the next chunk starts (None: this was the last)."""
+    positions = _walk(_matching(filters, text=True), after, newer=True, size=size)
+    if not positions:
+        return [], None
+    lines = [line for _, line in _log_entries(positions)]
+    onward = positions[-1][:2] if len(positions) == size else None
+    return lines, onward
+
+
+def audit_log_since(
+    *, filters: AuditFilter, after: Position | None, size: int = EXPORT_CHUNK
+) -> list[tuple[Position, dict[str, Any]]]:
+    """Up to `size` filtered messages after `after` (all of them from the start when None),
+    oldest first, each with its position, as log lines."""
+    return _log_entries(_walk(_matching(filters, text=True), after, newer=True, size=size))
+
+
+def audit_log_tail(*, filters: AuditFilter, size: int) -> list[tuple[Position, dict[str, Any]]]:
+    """The `size` newest filtered messages, oldest first, each with its position."""
+    newest = _walk(_matching(filters, text=True), None, newer=False, size=size)
+    return _log_entries(list(reversed(newest)))
+
+
+def audit_count(*, filters: AuditFilter) -> int:
+    """How many messages the filters match (for an export's progress)."""
+    conditions = _conditions(filters, text=True)
+    return Message.objects.filter(functools.reduce(operator.or_, conditions)).count()
+
+
+def _parts_data(parts: list[Any]) -> list[Any]:
+    return [p["data"] for p in parts if isinstance(p, dict) and "data" in p]
+
+
+def _turn(row: Mapping[str, Any]) -> dict[str, Any]:
+    parts = row["parts"] or []
+    return {
+        "role": row["role"],
+        "from": _sender(row["sender__slug"], row["author__username"]),
+        "text": text_of(parts),
+        "data": _parts_data(parts),
+    }
+
+
+_TASK_FIELDS = (
+    "pk",
+    "context_id",
+    "state",
+    "reason",
+    "skill",
+    "parent_id",
+    "depth",
+    "created_at",
+    "status_timestamp",
+    "target__slug",
+    "caller__slug",
+)
+
+
+def _training_examples(task_ids: list[str]) -> list[dict[str, Any]]:
+    """Each task's conversation, outcome and quality signals (seed 003 UC-6), in `task_ids`
+    order."""
+    tasks = {row["pk"]: row for row in Task.objects.filter(pk__in=task_ids).values(*_TASK_FIELDS)}
+    ids = list(tasks)
+    turns: dict[str, list[dict[str, Any]]] = {pk: [] for pk in ids}
+    for row in (
+        Message.objects.filter(task_id__in=ids)
+        .exclude(decision=Decision.REJECT)
+        .order_by("task_id", "created_at", "pk")
+        .values("task_id", "role", "parts", "sender__slug", "author__username")
+    ):
+        turns[row["task_id"]].append(_turn(row))
+    artifacts: dict[str, list[dict[str, Any]]] = {pk: [] for pk in ids}
+    for task_id, name, parts in (
+        Artifact.objects.filter(task_id__in=ids)
+        .order_by("created_at", "pk")
+        .values_list("task_id", "name", "parts")
+    ):
+        artifacts[task_id].append(
+            {"name": name, "text": text_of(parts), "data": _parts_data(parts)}
+        )
+    escalations = dict(
+        Escalation.objects.filter(task_id__in=ids)
+        .values("task_id")
+        .annotate(n=Count("pk"))
+        .values_list("task_id", "n")
+    )
+    interrupted = set(
+        TaskEvent.objects.filter(
+            task_id__in=ids, state__in=[TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED]
+        ).values_list("task_id", flat=True)
+    )
+    examples = []
+    for pk in task_ids:
+        if (task := tasks.get(pk)) is None:
+            continue
+        duration = task["status_timestamp"] - task["created_at"]
+        examples.append(
+            {
+                "taskId": pk,
+                "contextId": task["context_id"],
+                "messages": turns[pk],
+                "outcome": {
+                    "state": task["state"],
+                    "error": task["reason"] or None,
+                    "artifacts": artifacts[pk],
+                },
+                "metadata": {
+                    "agent": task["target__slug"],
+                    "caller": task["caller__slug"],
+                    "skill": task["skill"],
+                    "successful": task["state"] == TaskState.COMPLETED,
+                    "durationMs": round(duration.total_seconds() * 1000)
+                    if task["state"] in TERMINAL_STATES
+                    else None,
+                    "requiredHumanInput": pk in interrupted or pk in escalations,
+                    "escalationCount": escalations.get(pk, 0),
+                    "parentTaskId": task["parent_id"],
+                    "depth": task["depth"],
+                    "createdAt": iso(task["created_at"]),
+                },
+            }
+        )
+    return examples
+
+
+def training_chunk(
+    *, filters: AuditFilter, after: Position | None, size: int = EXPORT_CHUNK
+) -> tuple[list[dict[str, Any]], Position | None]:
+    """Training examples for the tasks whose first filtered message is among the next `size`
+    filtered messages after `after` (so each task comes once, in the order its conversation
+    started), and where the next chunk starts (None: this was the last)."""
+    conditions = [where & Q(task__isnull=False) for where in _conditions(filters, text=True)]
+    positions = _walk(
+        [Message.objects.filter(where) for where in conditions], after, newer=True, size=size
+    )
+    if not positions:
+        return [], None
+    task_of = dict(
+        Message.objects.filter(pk__in=[pk for _, pk, _ in positions]).values_list("pk", "task_id")
+    )
+    candidates = list(dict.fromkeys(task_of[pk] for _, pk, _ in positions if pk in task_of))
+    onward = positions[-1][:2] if len(positions) == size else None
+    seen = _started_before(candidates, positions[0][:2], conditions)
+    return _training_examples([pk for pk in candidates if pk not in seen]), onward
+
+
+def _started_before(task_ids: list[str], position: Position, conditions: list[Q]) -> set[str]:
+    """The tasks among `task_ids` with a filtered message before `position` (exported then).
+
+    Their earlier messages come from the task index; the filters are then evaluated on those
+    rows alone, as a selected value: in a WHERE clause they would tempt the database into
+    walking the kind or decision index through every older message instead.
+    """
+    earlier = list(
+        _beyond(Message.objects.filter(task_id__in=task_ids), position, newer=False).values_list(
+            "pk", flat=True
+        )
+    )
+    matches = ExpressionWrapper(functools.reduce(operator.or_, conditions), BooleanField())
+    seen: set[str] = set()
+    for start in range(0, len(earlier), EXPORT_CHUNK):
+        rows = Message.objects.filter(pk__in=earlier[start : start + EXPORT_CHUNK])
+        seen.update(
+            task_id
+            for task_id, hit in rows.annotate(hit=matches).values_list("task_id", "hit")
+            if hit
+        )
+    return seen

@@ -1,0 +1,33 @@
+"""Filters for the tasks screens: short durations a board card has room for."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+
+def compact(seconds: float) -> str:
+    """<1s, 4s, 3m 05s, 2h 10m, 3d 4h: the two largest units, as on a stopwatch."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s" if secs else "<1s"
+
+
+@register.filter
+def since(start: datetime | None, end: datetime | None = None) -> str:
+    """How long from `start` to `end` (default: now), compactly; empty without a start."""
+    if start is None:
+        return ""
+    return compact(((end or timezone.now()) - start).total_seconds())

@@ -1,0 +1,49 @@
+"""What the tasks screens get over the dashboard websocket when tasks change."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dashboard.consumers import DashboardConsumer
+from dashboard.live import Update, render_update
+
+
+def open_page(page: str, *, task: str = "", root: str = "") -> DashboardConsumer:
+    """A consumer as `connect` leaves it for `page` (no socket: frames are only built)."""
+    consumer = DashboardConsumer()
+    consumer.page, consumer.task_id, consumer.root_id = page, task, root
+    consumer.paused = False
+    consumer.refreshed_at = -1.0
+    consumer.refresh_later = None
+    consumer.outbox = asyncio.Queue()
+    return consumer
+
+
+def task_changed(task_id: str, root_id: str | None = None) -> list:
+    item = {"type": "task", "task_id": task_id, "root_id": root_id, "state": "working"}
+    return [("traffic", {"event": "traffic", "items": [item]})]
+
+
+async def test_a_busy_board_refreshes_at_once_then_once_more_when_the_burst_is_over():
+    board = open_page("tasks")
+
+    first = board.frame(Update(tasks={"t1"}))
+    burst = [board.frame(Update(tasks={f"t{i}"})) for i in range(2, 20)]
+
+    assert 'id="board-refresh"' in first and 'hx-include="#task-filters"' in first
+    assert burst == [""] * 18
+    last = await asyncio.wait_for(board.outbox.get(), 5)
+    assert 'id="board-refresh"' in last
+    assert board.outbox.empty()
+    assert board.frame(Update()) == ""  # nothing changed, nothing sent
+
+
+async def test_a_task_page_refreshes_when_any_task_of_its_chain_changes():
+    page = open_page("task", task="child", root="root")
+    elsewhere = open_page("task", task="other", root="other")
+
+    update = render_update(task_changed("grandchild", "root"))
+
+    assert "root" in update.chains
+    assert 'hx-get="/tasks/child/"' in page.frame(update)
+    assert elsewhere.frame(update) == ""

@@ -1,0 +1,97 @@
+"""The policy editor in a real browser, with real agents: deny a pair in the grid, see the hub
+refuse it, roll back, see it delivered again."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from a2a.client import A2AClientError
+from a2a.types.a2a_pb2 import TaskState
+from playwright.async_api import Page, expect
+
+from a2a_core.asyncdb import db
+from a2a_core.models import Message
+from a2a_core.services.policy import policy_publish
+from tests.a2a_core.protocol.helpers import request, send
+from tests.e2e.conftest import live, shot
+
+pytestmark = pytest.mark.live
+
+
+async def shot_from_top(page: Page, name: str) -> None:
+    # htmx scrolls to what changed; the whole page is easier to read from the top.
+    await page.evaluate("window.scrollTo(0, 0)")
+    await shot(page, name)
+
+
+async def test_an_admin_denies_a_pair_in_the_grid_then_rolls_it_back(hub, sdk, dashboard):
+    await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+    await hub.caller("research-assistant-with-a-rather-long-name")  # the grid must still fit
+    await db(policy_publish, document={}, reason="the defaults, on record", actor_label="setup")
+    alpha = await sdk("echo", token)
+    for i in range(2):  # recorded traffic for the dry-run
+        await send(alpha, request(f"echo warm-up {i}"))
+
+    watcher = await dashboard("viewer")
+    await watcher.goto(f"{hub.url}/policy/")
+    await live(watcher)
+    page = await dashboard("admin")
+    await page.goto(f"{hub.url}/policy/")
+    await live(page)
+
+    # The pair inherits "allow" from the default; two clicks make it the pair's own "deny".
+    cell = page.get_by_role("button", name=re.compile(r"^alpha → echo:"))
+    await expect(cell).to_have_accessible_name(
+        "alpha → echo: allow, the default for pairs without a rule"
+    )
+    await shot_from_top(page, "policy")
+    await cell.click()
+    await expect(cell).to_have_accessible_name("alpha → echo: allow")
+    await cell.click()
+    await expect(cell).to_have_accessible_name("alpha → echo: deny")
+
+    # What would it change? The two warm-up messages would be refused.
+    await page.get_by_role("button", name="Dry-run the draft").click()
+    report = page.locator("#dry-run-report")
+    await expect(report).to_contain_text("2 would be decided differently")
+    await expect(report.get_by_role("row", name="denied_by_matrix 2")).to_be_visible()
+    await shot_from_top(page, "policy-dry-run")
+
+    # No reason and a limit of 0: both shown inline, nothing saved.
+    await page.get_by_label("Messages per minute").fill("0")
+    await page.get_by_role("button", name="Save as a new version").click()
+    await expect(page.locator(".form-errors")).to_contain_text("2 problems")
+    per_minute = page.locator("label", has=page.locator('input[name="limits.perMinute"]'))
+    await expect(per_minute.locator(".field-error")).to_have_text("at least 1")
+    await expect(page.locator("label.reason .field-error")).to_contain_text("say why")
+    await expect(cell).to_have_accessible_name("alpha → echo: deny")  # the draft is kept
+    await shot_from_top(page, "policy-errors")
+
+    await page.get_by_label("Messages per minute").fill("600")
+    await page.get_by_label("Reason").fill("alpha floods echo")
+    await page.get_by_role("button", name="Save as a new version").click()
+    await expect(page.get_by_role("status").first).to_have_text("Policy v2 is active (1 change).")
+    await expect(watcher.locator("#live-banner")).to_contain_text("Policy v2 is now active")
+
+    with pytest.raises(A2AClientError, match="-32053"):
+        await send(alpha, request("echo are you there?"))
+    refused = await db(lambda: Message.objects.filter(decision="reject").get())
+    assert refused.decision_reason == "denied_by_matrix"
+
+    # Roll back to v1 from the history.
+    await live(page)
+    rollback = page.locator("#rollback-1")
+    await rollback.get_by_label("Reason").fill("echo must hear alpha again")
+    await rollback.get_by_role("button", name="Roll back to v1").click()
+    await expect(page.get_by_role("status").first).to_have_text(
+        "Rolled back to v1: policy v3 is active."
+    )
+    v3 = page.locator("#v3")
+    await expect(v3).to_contain_text("rollback to v1: echo must hear alpha again")
+    await expect(v3.locator("ul.diff")).to_contain_text("matrix")
+    await shot_from_top(page, "policy-history")
+
+    again = await send(alpha, request("echo hello again"))
+    assert again.status.state == TaskState.TASK_STATE_COMPLETED
