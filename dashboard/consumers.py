@@ -24,6 +24,7 @@ from django.template.loader import render_to_string
 
 from a2a_core.asyncdb import db
 from a2a_core.models import Agent
+from a2a_core.schemas.a2a import holds_nul
 from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
 from dashboard import live
 from dashboard.roles import role_of
@@ -103,7 +104,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             values = json.loads(text_data or "{}")
         except (ValueError, RecursionError):  # not JSON, or nested too deep
             return
-        if not isinstance(values, dict) or self.page not in FEED_PAGES:
+        if not isinstance(values, dict) or self.page not in FEED_PAGES or holds_nul(values):
             return
         before = (self.filters, self.paused)
         self.paused = bool(values.get("paused"))
@@ -124,10 +125,9 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         self.outbox.put_nowait(frame)
 
     def frame(self, update: live.Update) -> str:
-        """What of `update` this page shows, as out-of-band fragments."""
+        """What of `update` this page shows, as out-of-band fragments; the feed's rows first
+        (see `messages`)."""
         parts = []
-        if update.badge:
-            parts.append(update.badge)
         if self.page in FEED_PAGES and not self.paused and update.rows:
             rows = [
                 row.html
@@ -141,6 +141,8 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             ]
             if rows:
                 parts.append(f'<tbody hx-swap-oob="afterbegin:#feed-rows">{"".join(rows)}</tbody>')
+        if update.badge:
+            parts.append(update.badge)
         if self.page in FEED_PAGES and not self.paused:
             parts.append(update.task_states)
         if update.agents and self.page in ("agents", "agent", "overview"):
@@ -189,4 +191,21 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             frames = [await self.outbox.get()]
             while not self.outbox.empty():
                 frames.append(self.outbox.get_nowait())
-            await self.send(text_data="".join(frames))
+            for text in messages(frames):
+                await self.send(text_data=text)
+
+
+def messages(frames: list[str]) -> list[str]:
+    """`frames` joined into as few websocket messages as the browser reads right.
+
+    htmx parses a message as a <template>'s content: table rows (a <tbody>) survive only when
+    the message opens with them — after anything else the parser drops them, rows and all. So
+    each frame that carries rows starts a message of its own.
+    """
+    joined: list[str] = []
+    for frame in frames:
+        if joined and not frame.startswith("<tbody"):
+            joined[-1] += frame
+        else:
+            joined.append(frame)
+    return joined

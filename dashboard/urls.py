@@ -5,15 +5,12 @@ from dashboard.views import (
     audit,
     escalations,
     overview,
-    placeholder,
     policy,
     task_pages,
     traffic,
 )
 
 app_name = "dashboard"
-
-P = placeholder.placeholder
 
 urlpatterns = [
     path("", overview.overview, name="overview"),

@@ -120,7 +120,7 @@ def _fast_password_hashing() -> Iterator[None]:
     second each. The login flow is the same with a cheap one."""
     from django.test import override_settings
 
-    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+    with override_settings(PASSWORD_HASHERS=["tests.hashers.QuickPBKDF2PasswordHasher"]):
         yield
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 from typing import Any
 
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from a2a_core.cli.output import ago, fail, hub_error, table
@@ -15,6 +17,7 @@ from a2a_core.selectors.audit import agent_ids
 from a2a_core.selectors.escalations import escalation_inbox
 from a2a_core.selectors.task_views import task_recent
 from a2a_core.services import escalations as decide
+from a2a_core.services.users import ROLES, user_create, user_set_role
 
 
 def add_parsers(sub: Any) -> None:
@@ -174,10 +177,8 @@ def escalations(args: argparse.Namespace, out: Any) -> None:
 def _decide(action: Any, out: Any, done: str, **kwargs: Any) -> None:
     try:
         escalation = action(actor_label="cli", **kwargs)
-    except ValidationFailed as exc:
-        raise fail("; ".join([exc.message, *(str(p) for p in exc.problems)])) from None
     except HubError as exc:
-        raise hub_error(exc) from None
+        raise _one_line(exc) from None
     out.write(
         f"{done} escalation {escalation.pk} ({escalation.agent.slug}, task {escalation.task_id})"
     )
@@ -213,3 +214,43 @@ def redirect(args: argparse.Namespace, out: Any) -> None:
 
 def reject(args: argparse.Namespace, out: Any) -> None:
     _decide(decide.escalation_reject, out, "rejected", escalation_id=args.id, reason=args.reason)
+
+
+# --- dashboard users --------------------------------------------------------------------------
+
+
+def add_user_parsers(sub: Any) -> None:
+    p = sub.add_parser("user", help="add dashboard users and change their role")
+    actions = p.add_subparsers(dest="user_action", required=True, metavar="add|role")
+    a = actions.add_parser("add", help="create a user; prints a generated password once")
+    a.add_argument("username")
+    a.add_argument("--role", choices=ROLES, default="viewer", help="default: viewer")
+    a.set_defaults(handler=user_add)
+    a = actions.add_parser("role", help="give a user another role")
+    a.add_argument("username")
+    a.add_argument("role", choices=ROLES)
+    a.set_defaults(handler=user_role)
+
+
+def _one_line(exc: HubError) -> CommandError:
+    if isinstance(exc, ValidationFailed):
+        return fail("; ".join([exc.message, *(str(p) for p in exc.problems)]))
+    return hub_error(exc)
+
+
+def user_add(args: argparse.Namespace, out: Any) -> None:
+    password = secrets.token_urlsafe(12)
+    try:
+        user_create(username=args.username, password=password, role=args.role, actor_label="cli")
+    except HubError as exc:
+        raise _one_line(exc) from None
+    out.write(f"created {args.role} {args.username}\npassword: {password}")
+    out.write("This password is shown once; the user can log in at /login/ with it.")
+
+
+def user_role(args: argparse.Namespace, out: Any) -> None:
+    try:
+        user_set_role(username=args.username, role=args.role, actor_label="cli")
+    except HubError as exc:
+        raise _one_line(exc) from None
+    out.write(f"{args.username} is now {args.role}")

@@ -54,6 +54,7 @@ from a2a_core.delivery import dispatch
 from a2a_core.errors import FieldProblem, HubError, ValidationFailed, field_problems
 from a2a_core.models import Agent
 from a2a_core.models.task import new_id
+from a2a_core.schemas.a2a import holds_nul
 from a2a_core.services.inbox import inbox_ack
 from a2a_core.services.tasks import Report
 
@@ -190,6 +191,10 @@ def parse(data: str | bytes | dict[str, Any]) -> Ack | Status | ArtifactChunk | 
             ) from None
     if not isinstance(data, dict):
         raise ValidationFailed("malformed frame", [FieldProblem("", "a frame is a JSON object")])
+    if holds_nul(data):
+        raise ValidationFailed(
+            "malformed frame", [FieldProblem("", "text and ids may not contain U+0000 (NUL)")]
+        )
     if data.get("type") not in FRAME_TYPES:
         raise ValidationFailed(
             "unknown frame type",

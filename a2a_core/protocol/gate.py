@@ -14,7 +14,7 @@ from typing import Any
 
 from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import A2AError, InvalidRequestError, JSONParseError
+from a2a.utils.errors import A2AError, InvalidParamsError, InvalidRequestError, JSONParseError
 from django.conf import settings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,6 +31,7 @@ from a2a_core.protocol.errors import (
     UnauthenticatedError,
     http_status,
 )
+from a2a_core.schemas.a2a import holds_nul
 from a2a_core.services.agents import RESERVED_SLUGS
 
 CALL_SCOPE_KEY = "hub.call"
@@ -166,6 +167,18 @@ class AgentGate:
             )
             return
 
+        if "\x00" in path or _has_nul(body):
+            # Nothing the hub stores may hold U+0000 (PostgreSQL text and jsonb refuse it).
+            await error_response(
+                send,
+                path,
+                InvalidParamsError(
+                    message="the request contains a NUL character (U+0000); ids and text "
+                    "sent to the hub may not"
+                ),
+            )
+            return
+
         token = bearer_token(headers)
         slug = agent_slug(path)
         caller = agent_cache.cached(token=token) if token else None
@@ -240,6 +253,17 @@ def _nested_too_deep(body: bytes) -> bool:
         elif byte in (0x5D, 0x7D):  # ] }
             depth -= 1
     return False
+
+
+def _has_nul(body: bytes) -> bool:
+    """Whether the JSON body holds U+0000, escaped in a string or a key (a raw NUL byte is
+    not JSON at all: the dispatcher refuses it as a parse error)."""
+    if b"\\u0000" not in body:
+        return False
+    try:  # the escape may be text that merely looks like one ("\\u0000")
+        return holds_nul(json.loads(body))
+    except (ValueError, RecursionError):
+        return False  # not JSON: the dispatcher says so
 
 
 def _utf8_json_text(body: bytes) -> bool:

@@ -53,3 +53,15 @@ def parts_summary(parts: list[dict[str, Any]]) -> str:
         elif "url" in part or "raw" in part:
             labels.append(f"[file {part.get('filename') or part.get('url', '')}]".strip())
     return " ".join(labels)[:200]
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether a decoded JSON value has U+0000 in a string or a key: nothing the hub stores
+    may (PostgreSQL's text and jsonb refuse it)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(k) or holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(v) for v in value)
+    return False

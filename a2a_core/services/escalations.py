@@ -95,6 +95,15 @@ def escalation_hold(
     return escalation
 
 
+def _text(value: str, field: str) -> str:
+    """A human's text, stripped; U+0000 refused (nothing stored may hold it)."""
+    if "\x00" in value:
+        raise ValidationFailed(
+            "the text holds a NUL character", [FieldProblem(field, "remove the U+0000")]
+        )
+    return value.strip()
+
+
 def _open(escalation_id: int, kind: str = EscalationKind.APPROVAL) -> Escalation:
     escalation = (
         Escalation.objects.select_for_update(of=("self",))
@@ -150,7 +159,7 @@ def escalation_answer(
     When the agent declared an answer schema, `data` (a decoded JSON value) is required and
     must fit it; it travels as a data part after the text.
     """
-    text = text.strip()
+    text = _text(text, "text")
     if not text:
         raise ValidationFailed("the answer is empty", [FieldProblem("text", "write the answer")])
     escalation = _open(escalation_id, EscalationKind.INPUT_REQUIRED)
@@ -224,7 +233,7 @@ def escalation_approve(
     assert message is not None
     data: dict[str, Any] = {}
     if edited_text is not None:
-        edited_text = edited_text.strip()
+        edited_text = _text(edited_text, "text")
         if not edited_text:
             raise ValidationFailed(
                 "the edited message is empty", [FieldProblem("text", "write the message to send")]
@@ -310,7 +319,7 @@ def escalation_reject(
     *, escalation_id: int, reason: str, actor: User | None = None, actor_label: str = ""
 ) -> Escalation:
     """Refuse a held message; the caller's task ends `rejected` with the reason."""
-    reason = reason.strip()
+    reason = _text(reason, "reason")
     if not reason:
         raise ValidationFailed(
             "a reason is required", [FieldProblem("reason", "say why; the calling agent sees it")]

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import Escalation, EscalationStatus
+from a2a_core.schemas.a2a import holds_nul
 from a2a_core.selectors.escalations import escalation_card, escalation_inbox
 from a2a_core.services import escalations as escalation_services
 from dashboard.http import HtmxHttpRequest, actor
@@ -88,11 +89,16 @@ def _json_field(raw: str) -> Any:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw)
-    except ValueError as exc:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
         raise ValidationFailed(
             "the data is not JSON", [FieldProblem("data", f"not valid JSON: {exc}")]
         ) from None
+    if holds_nul(data):
+        raise ValidationFailed(
+            "the data holds a NUL character", [FieldProblem("data", "remove the U+0000")]
+        )
+    return data
 
 
 @require_POST

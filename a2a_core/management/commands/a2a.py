@@ -18,6 +18,7 @@ class Command(BaseCommand):
         )
         for module in (agents, work, audit, policy, serve):
             module.add_parsers(sub)
+        work.add_user_parsers(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         import argparse

@@ -161,6 +161,25 @@ async def test_oversized_body_is_413_and_nothing_is_stored(raw, setup, path, set
     assert await counts() == before
 
 
+async def test_a_nul_character_anywhere_is_invalid_params_and_nothing_is_stored(raw, setup):
+    before = await counts()
+    in_text = await raw.post(
+        "/a2a/echo/", json=rpc("SendMessage", send_params(text="a\x00b")), headers=setup
+    )
+    assert in_text.status_code == 400
+    assert in_text.json()["error"]["code"] == -32602
+    assert "NUL character (U+0000)" in in_text.json()["error"]["message"]
+    in_path = await raw.get("/a2a/echo/rest/tasks/%00", headers=setup)
+    assert in_path.status_code == 400
+    assert "NUL character" in in_path.json()["error"]["message"]
+    assert await counts() == before
+    # Text that merely spells the escape is ordinary text.
+    spelled = await raw.post(
+        "/a2a/echo/", json=rpc("SendMessage", send_params(text="a\\u0000b")), headers=setup
+    )
+    assert "result" in spelled.json(), spelled.text
+
+
 async def test_too_many_parts_is_invalid_params_naming_the_field(hub, sdk, setup):
     client = await sdk("echo", setup["Authorization"].split()[1])
     before = await counts()

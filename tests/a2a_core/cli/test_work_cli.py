@@ -1,0 +1,159 @@
+"""`a2a tasks` and `a2a escalations`: the work in the hub and the questions for a human."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management.base import CommandError
+
+from a2a_core.models import AuditEvent, EscalationStatus, Message, TaskState
+from tests.a2a_core.cli.helpers import a2a
+from tests.factories import held_escalation, make_task, question_escalation, register
+
+pytestmark = pytest.mark.django_db
+
+
+def test_tasks_lists_the_latest_first_and_filters_by_agent_and_state():
+    a, b, c = (register(slug).agent for slug in ("alpha", "beta", "gamma"))
+    make_task(target=b, caller=a, state=TaskState.WORKING, skill="review")
+    make_task(target=c, caller=b, state=TaskState.FAILED, reason="gamma crashed")
+    lines = a2a("tasks").splitlines()
+    assert lines[0].split() == [
+        "TASK",
+        "STATE",
+        "CALLER",
+        "TARGET",
+        "SKILL",
+        "DEPTH",
+        "UPDATED",
+        "ABOUT",
+    ]
+    assert [line.split()[1:4] for line in lines[2:]] == [
+        ["failed", "beta", "gamma"],
+        ["working", "alpha", "beta"],
+    ]
+    assert lines[2].endswith("gamma crashed")
+    only = [json.loads(line) for line in a2a("tasks", "--agent", "alpha", "--json").splitlines()]
+    assert [(t["caller"], t["target"], t["skill"]) for t in only] == [("alpha", "beta", "review")]
+    failed = a2a("tasks", "--state", "failed", "--json").splitlines()
+    assert [json.loads(line)["reason"] for line in failed] == ["gamma crashed"]
+    assert a2a("tasks", "--state", "canceled").strip() == "No tasks match."
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (["--agent", "zeta"], "--agent: no agent 'zeta' is registered"),
+        (["--state", "sleeping"], "--state: unknown state 'sleeping'; use one of submitted,"),
+        (["--limit", "0"], "--limit: must be 1 or more"),
+    ],
+)
+def test_tasks_refuses_bad_options_with_exit_status_2(options, error):
+    with pytest.raises(CommandError) as caught:
+        a2a("tasks", *options)
+    assert str(caught.value).startswith(error) and caught.value.returncode == 2
+
+
+def test_escalations_lists_what_waits_most_urgent_first():
+    assert a2a("escalations").strip() == "Nothing waits for a human."
+    held_escalation("deploy to prod?", priority="normal")
+    question_escalation("which region?", priority="urgent")
+    lines = a2a("escalations").splitlines()
+    assert [line.split()[1:4] for line in lines[2:4]] == [
+        ["question", "urgent", "duc"],
+        ["held", "normal", "alpha"],
+    ]
+    assert lines[2].endswith("which region?")
+    listed = [json.loads(line) for line in a2a("escalations", "--json").splitlines()]
+    assert [e["kind"] for e in listed] == ["input_required", "approval"]
+
+
+def test_answer_sends_the_text_to_the_agent_and_its_task_works_again():
+    escalation = question_escalation("which region?")
+    out = a2a("escalations", "answer", str(escalation.pk), "eu-west-1")
+    assert out.strip() == f"answered escalation {escalation.pk} (duc, task {escalation.task_id})"
+    escalation.refresh_from_db()
+    assert escalation.status == EscalationStatus.ANSWERED and escalation.answer == "eu-west-1"
+    assert escalation.task.state == TaskState.WORKING
+    reply = Message.objects.get(task=escalation.task, decision_reason="answered_by_human")
+    assert reply.parts == [{"text": "eu-west-1"}] and reply.delivery_state == "queued"
+    assert AuditEvent.objects.filter(action="escalation.answer", actor_label="cli").exists()
+
+
+def test_answer_with_data_checks_the_schema_the_agent_declared():
+    schema = {
+        "type": "object",
+        "required": ["region"],
+        "properties": {"region": {"type": "string"}},
+    }
+    escalation = question_escalation("which region?", schema=schema)
+    with pytest.raises(
+        CommandError, match=r"the data does not fit the schema; data\.region: required"
+    ):
+        a2a("escalations", "answer", str(escalation.pk), "here", "--data", '{"zone": 1}')
+    with pytest.raises(CommandError, match=r"--data is not valid JSON: .* \(column 2\)"):
+        a2a("escalations", "answer", str(escalation.pk), "here", "--data", "{oops")
+    a2a("escalations", "answer", str(escalation.pk), "here", "--data", '{"region": "eu"}')
+    escalation.refresh_from_db()
+    assert escalation.answer_data == {"region": "eu"}
+
+
+def test_held_messages_are_approved_redirected_or_rejected_and_decided_only_once():
+    approve, redirect, reject = (held_escalation(f"m{i}", caller=f"c{i}") for i in range(3))
+    register("other")
+    a2a("escalations", "approve", str(approve.pk), "--text", "edited")
+    a2a("escalations", "redirect", str(redirect.pk), "other")
+    a2a("escalations", "reject", str(reject.pk), "not on a Friday")
+    statuses = {
+        e.pk: (e.status, e.task.state)
+        for e in (approve, redirect, reject)
+        if not e.refresh_from_db()
+    }
+    assert statuses == {
+        approve.pk: (EscalationStatus.APPROVED, TaskState.WORKING),
+        redirect.pk: (EscalationStatus.REDIRECTED, TaskState.WORKING),
+        reject.pk: (EscalationStatus.REJECTED, TaskState.REJECTED),
+    }
+    with pytest.raises(
+        CommandError, match=f"escalation {reject.pk} was already rejected by the hub"
+    ):
+        a2a("escalations", "approve", str(reject.pk))
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["answer", "999", "yes"], "there is no escalation 999"),
+        (["reject", "{held}", " "], "a reason is required; reason: say why"),
+        (["answer", "{held}", "yes"], "is an approval escalation"),
+        (["redirect", "{held}", "zeta"], "unknown agent; to: no agent 'zeta' is registered"),
+    ],
+)
+def test_bad_escalation_commands_are_one_line_with_exit_status_2(args, error):
+    held = held_escalation()
+    args = [a.replace("{held}", str(held.pk)) for a in args]
+    with pytest.raises(CommandError) as caught:
+        a2a("escalations", *args)
+    assert error in str(caught.value) and "\n" not in str(caught.value)
+    assert caught.value.returncode == 2
+    held.refresh_from_db()
+    assert held.status == EscalationStatus.PENDING
+
+
+def test_user_add_prints_a_password_that_logs_in_and_role_changes_it(client):
+    out = a2a("user", "add", "ana", "--role", "operator").splitlines()
+    assert out[0] == "created operator ana"
+    password = out[1].removeprefix("password: ")
+    assert client.login(username="ana", password=password)
+    from django.contrib.auth.models import User
+
+    from dashboard.roles import role_of
+
+    assert role_of(User.objects.get(username="ana")) == "operator"
+    assert a2a("user", "role", "ana", "viewer").strip() == "ana is now viewer"
+    assert role_of(User.objects.get(username="ana")) == "viewer"
+    with pytest.raises(CommandError, match="cannot create the user; username: 'ana' is taken"):
+        a2a("user", "add", "ana")
+    with pytest.raises(CommandError, match="unknown user; username: no user 'bob'"):
+        a2a("user", "role", "bob", "admin")

@@ -1,0 +1,142 @@
+"""Every dashboard address, and who may use it: checked for each role and without CSRF.
+
+The table below names the role each address needs; a new address without a row fails the
+first test, so no page or action can be added without deciding who may use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, reverse
+
+from a2a_core.models import Agent, AuditEvent, Escalation, PolicyVersion
+from a2a_core.services.policy import policy_publish
+from a2a_core.services.users import ROLES
+from dashboard import urls
+from tests.factories import held_escalation, record_message, register
+
+pytestmark = pytest.mark.django_db
+
+# Pages (GET): name -> the role needed.
+PAGES: dict[str, str] = {
+    "overview": "viewer",
+    "traffic": "viewer",
+    "agents": "viewer",
+    "agent": "viewer",
+    "tasks": "viewer",
+    "task": "viewer",
+    "conversation": "viewer",
+    "audit": "viewer",
+    "audit_export": "viewer",
+    "audit_training": "viewer",
+    "message": "viewer",
+    "escalations": "viewer",
+    "policy": "viewer",
+    "policy_version": "viewer",
+}
+# Actions (POST): name -> the role needed, the form data.
+ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
+    "agent_suspend": ("admin", {"reason": "test"}),
+    "agent_resume": ("admin", {}),
+    "agent_token": ("admin", {}),
+    "escalation_answer": ("operator", {"text": "yes"}),
+    "escalation_approve": ("operator", {}),
+    "escalation_redirect": ("operator", {"to": "gamma"}),
+    "escalation_reject": ("operator", {"reason": "no"}),
+    "policy_draft": ("admin", {}),
+    "policy_save": ("admin", {"reason": "test"}),
+    "policy_dry_run": ("admin", {}),
+    "policy_rollback": ("admin", {"reason": "test"}),
+}
+
+
+@pytest.fixture
+def world() -> dict[str, Any]:
+    """One of everything an address can name."""
+    escalation = held_escalation(caller="alpha", target="beta")
+    register("gamma")
+    message = record_message(escalation.agent, escalation.task.target, task=escalation.task)
+    policy_publish(document={"limits": {"perMinute": 60}}, reason="v1", actor_label="test")
+    policy_publish(document={"limits": {"perMinute": 30}}, reason="v2", actor_label="test")
+    return {
+        "slug": "alpha",
+        "task_id": escalation.task_id,
+        "context_id": escalation.task.context_id,
+        "pk": escalation.pk,
+        "message_pk": message.pk,
+        "number": 1,
+    }
+
+
+def url(name: str, world: dict[str, Any]) -> str:
+    pattern = next(p for p in urls.urlpatterns if isinstance(p, URLPattern) and p.name == name)
+    wanted = pattern.pattern.regex.groupindex
+    kwargs = {key: world["message_pk"] if name == "message" else world[key] for key in wanted}
+    return reverse(f"dashboard:{name}", kwargs=kwargs)
+
+
+def below(role: str) -> list[str]:
+    return list(ROLES[: ROLES.index(role)])
+
+
+def test_every_address_has_a_row_in_the_table():
+    names = {p.name for p in urls.urlpatterns if isinstance(p, URLPattern)}
+    assert names == set(PAGES) | set(ACTIONS)
+
+
+def state() -> tuple[Any, ...]:
+    """What any action would change."""
+    return (
+        list(Escalation.objects.values_list("pk", "status")),
+        PolicyVersion.objects.count(),
+        AuditEvent.objects.exclude(action__startswith="audit.export").count(),
+        list(Agent.objects.values_list("slug", "status", "token_hash")),
+    )
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_pages_need_a_login_and_a_role(name, world, as_role, django_user_model):
+    address = url(name, world)
+    anonymous = Client().get(address)
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/login/")
+    nobody = Client()
+    nobody.force_login(django_user_model.objects.create_user("nobody", password="x" * 20))
+    assert nobody.get(address).status_code == 403
+    assert as_role(PAGES[name]).get(address).status_code == 200
+
+
+@pytest.mark.parametrize("name", sorted(ACTIONS))
+def test_actions_refuse_lower_roles_and_change_nothing(name, world, as_role):
+    role, data = ACTIONS[name]
+    address = url(name, world)
+    before = state()
+    anonymous = Client().post(address, data)
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/login/")
+    for lower in below(role):
+        client = as_role(lower)
+        client.get(reverse("dashboard:overview"))  # a page, for its CSRF cookie
+        token = client.cookies["csrftoken"].value
+        refused = client.post(address, data, HTTP_X_CSRFTOKEN=token)
+        assert refused.status_code == 403, (lower, refused.status_code)
+        # The same, the way htmx sends it: the refusal is a fragment saying why.
+        htmx = client.post(address, data, HTTP_X_CSRFTOKEN=token, HTTP_HX_REQUEST="true")
+        assert htmx.status_code == 403
+        assert role in htmx.content.decode()
+    assert state() == before
+
+
+@pytest.mark.parametrize("name", sorted(ACTIONS))
+def test_actions_refuse_a_post_without_the_csrf_token_even_from_an_admin(name, world, as_role):
+    _, data = ACTIONS[name]
+    before = state()
+    response = as_role("admin").post(url(name, world), data)
+    assert response.status_code == 403
+    assert state() == before
+
+
+@pytest.mark.parametrize("name", sorted(ACTIONS))
+def test_actions_do_not_answer_a_get(name, world, as_role):
+    assert as_role("admin").get(url(name, world)).status_code == 405
