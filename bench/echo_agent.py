@@ -1,6 +1,6 @@
 """The a2a-sdk reference-style echo agent (answers every message with a Message), for benches.
 
-python bench/echo_agent.py PORT [--fail-every N]
+python bench/echo_agent.py PORT
 """
 
 from __future__ import annotations

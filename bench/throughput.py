@@ -1,6 +1,6 @@
 """SendMessage throughput and latency: the a2a-sdk echo agent directly, then through the hub.
 
-    python bench/throughput.py [--seconds 8] [--concurrency 1 16 64] [--server daphne|uvicorn]
+    python bench/throughput.py [--seconds 5] [--concurrency 1 16 64] [--server daphne|uvicorn]
 
 One run: starts the echo agent and the hub (embedded default: SQLite + in-memory layer, on a
 fresh database) as separate processes, drives both with the same closed-loop JSON-RPC load,

@@ -40,7 +40,7 @@ from a2a_core.selectors.traffic import messages_by_pk
 
 log = get_logger("dashboard.live")
 
-FLUSH_SECONDS = 0.05
+FLUSH_SECONDS = 0.1
 TICK_SECONDS = 2.0
 # Computing the numbers may take at most this share of the time between two ticks.
 TICK_BUDGET = 0.1

@@ -56,9 +56,11 @@ async def handle(hub: HubClient, delivery: Delivery) -> None:
     print(f"<- {delivery.kind} from {delivery.sender}: {delivery.text[:80]}", flush=True)
     if delivery.kind == "review_request":
         await review(hub, delivery)
-    elif delivery.kind == "request":
+    elif delivery.kind == "request" and (delivery.envelope or {}).get("correlationId"):
         asked = (delivery.envelope or {}).get("payload", {}).get("text")
         await delivery.respond(text=f"the reviewer got: {asked}")
+    elif delivery.kind == "request" and delivery.task_id:  # plain text
+        await delivery.complete(f"the reviewer got: {delivery.text[:200]}")
     elif delivery.kind == "response" and delivery.task_id:  # a human answered our question
         await delivery.complete(f"a human said: {delivery.text}")
     elif delivery.task_id:

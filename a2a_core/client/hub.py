@@ -3,7 +3,7 @@
     async with HubClient("http://127.0.0.1:8000", token, agent="duc") as hub:
         reviewers = await hub.discover(skill="code-review")
         task = await hub.send_task_request("baron", "Spec the login page", "OAuth + email")
-        answer = await hub.request("ledger", "the customer's plan", timeout=30)
+        answer = await hub.request("ledger", "the customer's plan", within=30)
         await hub.broadcast("all", "freeze", "code freeze at 5pm")
         async for delivery in hub.inbox():      # an inbox agent's work
             await delivery.complete("done")

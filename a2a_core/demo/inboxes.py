@@ -278,10 +278,11 @@ class Director:
             await _sleep(stop, random.uniform(2.0, 6.0) * self.pace)
             if stop.is_set():
                 break
+            if len(self.tasks) >= MAX_RUNNING:
+                continue  # the first round's next scene waits its turn
             name = queue.pop(0) if queue else self._pick()
-            if name is None or len(self.tasks) >= MAX_RUNNING:
-                continue
-            self._start(name)
+            if name is not None:
+                self._start(name)
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)

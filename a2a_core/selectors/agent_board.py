@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from a2a_core.models import Agent, Message, Task, TaskState
@@ -26,10 +26,32 @@ class AgentRow:
     received_hour: int = 0
 
 
+def last_sent() -> Subquery:
+    """When the agent last sent a message (one step down the sender index)."""
+    return Subquery(
+        Message.objects.filter(sender=OuterRef("pk"))
+        .order_by("-created_at")
+        .values("created_at")[:1]
+    )
+
+
+def seen_by_traffic(agent: Agent) -> Agent:
+    """An endpoint agent is seen when it calls or answers, not only when an inbox connects:
+    its `last_seen_at` (in memory) becomes the later of the two. Needs `last_sent` annotated."""
+    sent = getattr(agent, "last_sent", None)
+    if sent is not None and (agent.last_seen_at is None or sent > agent.last_seen_at):
+        agent.last_seen_at = sent
+    return agent
+
+
 def agent_board(*, limit: int = 500) -> list[AgentRow]:
     """Every agent (up to `limit`, by slug) with its live status, current work and the
     messages it sent and received in the last hour. A fixed number of queries."""
-    agents = list(Agent.objects.prefetch_related("skills").order_by("slug")[:limit])
+    agents = list(
+        Agent.objects.prefetch_related("skills")
+        .annotate(last_sent=last_sent())
+        .order_by("slug")[:limit]
+    )
     ids = [a.pk for a in agents]
     open_tasks: dict[int, list[Task]] = {}
     for task in (
@@ -54,6 +76,7 @@ def agent_board(*, limit: int = 500) -> list[AgentRow]:
     )
     rows = []
     for agent in agents:
+        seen_by_traffic(agent)
         mine = open_tasks.get(agent.pk, [])
         rows.append(
             AgentRow(

@@ -533,7 +533,9 @@ def _training_examples(task_ids: list[str]) -> list[dict[str, Any]]:
                 "messages": turns[pk],
                 "outcome": {
                     "state": task["state"],
-                    "error": task["reason"] or None,
+                    "error": (task["reason"] or None)
+                    if task["state"] in (TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELED)
+                    else None,
                     "artifacts": artifacts[pk],
                 },
                 "metadata": {

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from a2a_core.models import Agent
 from a2a_core.selectors import effective_status
-from a2a_core.selectors.agent_board import agent_board, agent_tasks
+from a2a_core.selectors.agent_board import agent_board, agent_tasks, last_sent, seen_by_traffic
 from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
 from a2a_core.services import agents as agent_services
 from dashboard.http import HtmxHttpRequest, actor
@@ -43,7 +43,8 @@ def _detail_context(request: HtmxHttpRequest, agent: Agent) -> dict[str, object]
 
 @viewer_required
 def agent_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    agent = get_object_or_404(Agent, slug=slug)
+    agent = get_object_or_404(Agent.objects.annotate(last_sent=last_sent()), slug=slug)
+    seen_by_traffic(agent)
     return TemplateResponse(request, "dashboard/agent.html", _detail_context(request, agent))
 
 

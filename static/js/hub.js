@@ -11,6 +11,11 @@
   }
   document.addEventListener("htmx:wsAfterMessage", capFeed);
 
+  // Rows rendered with the page are not news: only rows pushed later flash as new.
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("#feed-rows tr.fresh").forEach(function (row) { row.classList.remove("fresh"); });
+  });
+
   // Say whether the page is live (its websocket open); tests wait on body[data-live=open].
   function liveState(state) {
     document.body.dataset.live = state;

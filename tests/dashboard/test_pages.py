@@ -81,3 +81,22 @@ def test_a_post_without_the_csrf_token_is_refused(as_role):
     assert response.status_code == 403
     agent.refresh_from_db()
     assert agent.status != AgentStatus.SUSPENDED
+
+
+def test_an_endpoint_agent_is_last_seen_when_it_last_sent_a_message(as_role):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.factories import record_message, register
+
+    alpha, beta = register("alpha").agent, register("beta").agent
+    record_message(alpha, beta, at=timezone.now() - timedelta(minutes=3))
+    board = as_role("viewer").get("/agents/").content.decode()
+    rows = {
+        slug: board[board.index(f'href="/agents/{slug}/"') :][:1500] for slug in ("alpha", "beta")
+    }
+    assert "3\xa0minutes ago" in rows["alpha"]
+    assert "never" in rows["beta"]  # it has only received
+    page = as_role("viewer").get("/agents/alpha/").content.decode()
+    assert "<dt>Last seen</dt><dd>3\xa0minutes ago</dd>" in page
