@@ -147,6 +147,19 @@ def hub(transactional_db, hub_server) -> Iterator[Hub]:
     _drain_background_work()
     for agent in running.agents:
         agent.stop()
+    _wait_for_inboxes_to_close()
+
+
+def _wait_for_inboxes_to_close(timeout: float = 10.0) -> None:
+    """An inbox agent a test stopped (its websocket closed) is disconnected by the hub a
+    moment later, in a write of its own: wait for it, so it never races the flush that empties
+    the database."""
+    from a2a_core.models import InboxSession
+
+    deadline = time.monotonic() + timeout
+    open_sockets = InboxSession.objects.filter(transport="websocket")
+    while open_sockets.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @pytest.fixture
