@@ -156,6 +156,9 @@ def serve(args: argparse.Namespace, out: Any) -> None:
                 proc.kill()
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Started in the background by a script, a process inherits SIGINT ignored; `kill -INT`
+    # must still stop the hub the way Ctrl-C does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if not wait_for_port(args.host, args.port, 30, procs[0]):
             raise fail("the hub did not start; see the messages above")

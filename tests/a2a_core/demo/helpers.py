@@ -71,13 +71,24 @@ class Serve:
     (`wait_for`), everything read so far is `output`. Use it as a context manager: on leaving,
     a hub still running is killed."""
 
-    def __init__(self, data_dir: Path, *args: str, stderr: IO[bytes] | int = subprocess.DEVNULL):
+    def __init__(
+        self,
+        data_dir: Path,
+        *args: str,
+        stderr: IO[bytes] | int = subprocess.DEVNULL,
+        in_background: bool = False,
+    ):
+        # `in_background`: started the way a script's `cmd &` starts it, with SIGINT ignored.
+        ignore_sigint = (
+            (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if in_background else None
+        )
         self.process = subprocess.Popen(
             [*MANAGE, "a2a", "serve", *args],
             env=environment(data_dir),
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
+            preexec_fn=ignore_sigint,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []

@@ -60,3 +60,12 @@ def test_serve_without_the_demo_starts_the_hub_alone(data_dir: Path):
 
     assert "demo agents" not in serve.output
     assert len(children) == 1
+
+
+def test_serve_started_in_the_background_still_stops_on_sigint(data_dir: Path):
+    """`./hub run &` in a script inherits SIGINT ignored; `kill -INT` must still stop it."""
+    with Serve(data_dir, "--port", str(free_port()), "--no-demo", in_background=True) as serve:
+        assert serve.wait_for("Ctrl-C stops", 90), serve.output
+        children = serve.children()
+        assert serve.interrupt() == 0
+    assert not any(running(pid) for pid in children)
