@@ -17,20 +17,25 @@ pytestmark = pytest.mark.live
 PASSWORD = "a-long-test-password-2026"
 
 
+async def log_in(http: httpx.AsyncClient, username: str) -> None:
+    """Log `http` (based at the hub's URL) in through the login form, as a browser does."""
+    await http.get("/login/")
+    response = await http.post(
+        "/login/",
+        data={
+            "username": username,
+            "password": PASSWORD,
+            "csrfmiddlewaretoken": http.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{http.base_url}login/"},
+    )
+    assert response.status_code == 302, response.text
+
+
 async def session_cookie(hub_url: str, username: str) -> str:
     """Log in through the login form; return the Cookie header of the session."""
     async with httpx.AsyncClient(base_url=hub_url) as http:
-        await http.get("/login/")
-        response = await http.post(
-            "/login/",
-            data={
-                "username": username,
-                "password": PASSWORD,
-                "csrfmiddlewaretoken": http.cookies["csrftoken"],
-            },
-            headers={"Referer": f"{hub_url}/login/"},
-        )
-        assert response.status_code == 302, response.text
+        await log_in(http, username)
         return "; ".join(f"{name}={value}" for name, value in http.cookies.items())
 
 

@@ -13,6 +13,7 @@ from a2a.types.a2a_pb2 import TaskState
 from a2a_core.asyncdb import db
 from a2a_core.services.users import user_create
 from tests.a2a_core.protocol.helpers import request, send, stored_task
+from tests.dashboard.test_live_security import log_in
 
 pytestmark = pytest.mark.live
 
@@ -24,17 +25,7 @@ async def logged_in(hub_url: str, role: str) -> AsyncIterator[httpx.AsyncClient]
     """An HTTP client logged in through the login form as a new user with `role`."""
     await db(user_create, username=role, password=PASSWORD, role=role)
     async with httpx.AsyncClient(base_url=hub_url) as http:
-        await http.get("/login/")
-        response = await http.post(
-            "/login/",
-            data={
-                "username": role,
-                "password": PASSWORD,
-                "csrfmiddlewaretoken": http.cookies["csrftoken"],
-            },
-            headers={"Referer": f"{hub_url}/login/"},
-        )
-        assert response.status_code == 302, response.text
+        await log_in(http, role)
         yield http
 
 

@@ -14,10 +14,10 @@ from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 from playwright.async_api import Page, expect
 
 from a2a_core.asyncdb import db
-from a2a_core.models import AuditEvent, Escalation, InboxSession, Task
+from a2a_core.models import AuditEvent, Escalation, Task
 from a2a_core.schemas.a2a import ENVELOPE_MEDIA_TYPE
 from a2a_core.services.policy import policy_publish
-from tests.a2a_core.inbox.helpers import Inbox
+from tests.a2a_core.inbox.helpers import Inbox, close_opened_inboxes
 from tests.a2a_core.protocol.helpers import eventually, request, send
 from tests.e2e.conftest import live, shot
 from tests.factories import register
@@ -34,14 +34,7 @@ async def inbox_agent(hub) -> AsyncIterator[Any]:
         return await Inbox.open(hub.url, slug, registration.token)
 
     yield connect
-    opened, Inbox.opened[:] = list(Inbox.opened), []
-    for inbox in opened:
-        await inbox.close()
-
-    async def gone() -> bool:
-        return not await db(InboxSession.objects.filter(transport="websocket").exists)
-
-    await eventually(gone)
+    await close_opened_inboxes()
 
 
 async def hold_messages_from_alpha_to_echo(hub: Any) -> Any:

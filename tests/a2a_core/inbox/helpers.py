@@ -59,3 +59,20 @@ class Inbox:
 
     async def close(self) -> None:
         await self.ws.close()
+
+
+async def close_opened_inboxes() -> None:
+    """Close every inbox a test opened and wait until the hub has seen each one go (before
+    the test database is reset)."""
+    from a2a_core.asyncdb import db
+    from a2a_core.models import InboxSession
+    from tests.a2a_core.protocol.helpers import eventually
+
+    opened, Inbox.opened[:] = list(Inbox.opened), []
+    for inbox in opened:
+        await inbox.close()
+
+    async def gone() -> bool:
+        return not await db(InboxSession.objects.filter(transport="websocket").exists)
+
+    await eventually(gone)
