@@ -7,18 +7,20 @@ REDIS_URL is set), the bench echo agent and the hub (uvicorn, one worker, as `a2
 it) as separate processes, a policy whose limits are out of reach, and a viewer who logs in
 through the login form. A listener process then opens the dashboard's websocket
 (`/ws/dashboard/?page=traffic`, with the session cookie and the hub's own Origin, as a
-browser does; permessage-deflate on, as browsers negotiate it) `--sockets` times, and notes
-when each feed row (`data-message="<pk>"`) reaches each socket. Meanwhile SendMessage calls
-go to the echo agent through the hub at a steady `--rate` per second (open loop), each with a
-unique message id, for `--seconds`.
+browser does, offering permessage-deflate as browsers do; the hub declines it) `--sockets`
+times, and notes when each feed row (`data-message="<pk>"`) reaches each socket. Meanwhile
+SendMessage calls go to the echo agent through the hub at a steady rate (open loop), each with
+a unique message id, for `--seconds`. Each call stores two messages — the request and the
+echo agent's reply — and ends a task, which the feed shows too: `--rate 200` messages per
+second is 100 calls per second and 300 feed rows per second.
 
 Per (message, socket) pair the latency is the row's arrival minus the message's `created_at`
 as stored (set just before its transaction commits, so the figure errs on the long side;
 same machine, same clock). Every message the window stored counts: requests and the echo
-agent's replies. Printed: p50/p99/max over all pairs, frames per second per socket, rows per
-frame, pairs that never arrived, and the calls' own p50/p99; first with one socket (the
-baseline), then with all of them, then the ratio of their p99s and the verdict against the
-target (p99 under 100 ms with 100 sockets). Numbers are printed, never asserted.
+agent's replies. Printed: p50/p99/max over all pairs, frames and kilobytes per second per
+socket, rows per frame, pairs that never arrived, and the calls' own p50/p99; first with one
+socket (the baseline), then with all of them, then the ratio of their p99s and the verdict
+against the target (p99 under 100 ms with 100 sockets). Numbers are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from load import Result, free_port, spawn, wait_for_port
 from throughput import prepare_hub
 from websockets.typing import Origin
 
-POLICY = {"limits": {"perMinute": 10_000_000, "perHour": 100_000_000, "concurrent": 100_000}}
 USERNAME = "bench-viewer"
 PASSWORD = "bench-viewer-password-2026"
 TARGET_MS = 100.0
@@ -57,10 +58,8 @@ def prepare(data_dir: Path, echo_port: int) -> tuple[dict[str, str], str]:
     env, token = prepare_hub(data_dir, echo_port)
     from django.db import connections
 
-    from a2a_core.services.policy import policy_publish
     from a2a_core.services.users import user_create
 
-    policy_publish(document=POLICY, reason="bench: limits out of reach")
     user_create(username=USERNAME, password=PASSWORD, role="viewer")
     connections.close_all()
     return env, token
@@ -90,6 +89,7 @@ class Seen:
     rows: dict[int, float] = field(default_factory=dict)
     frames: int = 0
     row_count: int = 0
+    size: int = 0
 
 
 async def _listen(ws: Any, seen: Seen) -> None:
@@ -98,6 +98,7 @@ async def _listen(ws: Any, seen: Seen) -> None:
         data = raw.encode() if isinstance(raw, str) else raw
         pks = ROW.findall(data)
         seen.frames += 1
+        seen.size += len(data)
         seen.row_count += len(pks)
         for pk in pks:
             seen.rows.setdefault(int(pk), now)
@@ -119,7 +120,7 @@ async def _dashboards(url: str, origin: str, cookie: str, count: int, pipe: Conn
     for ws in sockets:
         await ws.close()
     await asyncio.gather(*listeners, return_exceptions=True)
-    pipe.send([(s.rows, s.frames, s.row_count) for s in seen])
+    pipe.send([(s.rows, s.frames, s.row_count, s.size) for s in seen])
 
 
 def dashboards(url: str, origin: str, cookie: str, count: int, pipe: Connection) -> None:
@@ -206,6 +207,7 @@ class Outcome:
     latencies_ms: list[float]
     missing: int
     frames_per_second: float
+    kb_per_second: float
     rows_per_frame: float
     messages: int
     calls: Result
@@ -231,7 +233,7 @@ async def scenario(
         raise RuntimeError("the dashboards did not connect")
     await asyncio.sleep(0.5)  # let every socket join the relay
     began, cpu_before = time.time(), cpu_seconds(hub_pid)
-    calls = await produce(hub, token, args.rate, args.seconds, run=uuid.uuid4().hex[:8])
+    calls = await produce(hub, token, args.rate / 2, args.seconds, run=uuid.uuid4().hex[:8])
     produced = time.time() - began
     hub_cores = (cpu_seconds(hub_pid) - cpu_before) / produced
     await asyncio.sleep(args.drain)
@@ -242,10 +244,11 @@ async def scenario(
     stored = await loop.run_in_executor(None, stored_since, began - 0.001)
     latencies: list[float] = []
     missing = 0
-    frames = rows = 0
-    for arrivals, socket_frames, socket_rows in seen:
+    frames = rows = size = 0
+    for arrivals, socket_frames, socket_rows, socket_size in seen:
         frames += socket_frames
         rows += socket_rows
+        size += socket_size
         for pk, created in stored.items():
             arrived = arrivals.get(pk)
             if arrived is None:
@@ -257,6 +260,7 @@ async def scenario(
         latencies_ms=latencies,
         missing=missing,
         frames_per_second=frames / len(seen) / produced,
+        kb_per_second=size / 1000 / len(seen) / produced,
         rows_per_frame=rows / frames if frames else 0.0,
         messages=len(stored),
         calls=calls,
@@ -271,8 +275,9 @@ def report(outcome: Outcome) -> None:
         f"{label:<11} commit->row p50 {outcome.pct(50):6.1f} ms  p99 {outcome.pct(99):6.1f} ms  "
         f"max {max(outcome.latencies_ms, default=float('nan')):6.1f} ms  "
         f"(pairs {len(outcome.latencies_ms)}, never arrived {outcome.missing})   "
-        f"frames/s/socket {outcome.frames_per_second:5.1f}  rows/frame {outcome.rows_per_frame:5.1f}   "
-        f"sent {outcome.sent_rate:5.1f}/s, {outcome.messages} messages stored, "
+        f"frames/s/socket {outcome.frames_per_second:5.1f}  rows/frame {outcome.rows_per_frame:5.1f}  "
+        f"KB/s/socket {outcome.kb_per_second:5.0f}   "
+        f"sent {outcome.sent_rate:5.1f} calls/s, {outcome.messages} messages stored, "
         f"call p50 {outcome.calls.pct(50):.1f} ms p99 {outcome.calls.pct(99):.1f} ms, "
         f"errors {outcome.calls.errors}, hub CPU {outcome.hub_cores:.2f} cores"
     )
@@ -299,7 +304,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rate", type=float, default=200.0, help="messages per second")
+    parser.add_argument(
+        "--rate", type=float, default=200.0, help="messages per second (two per call)"
+    )
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--sockets", type=int, default=100)
     parser.add_argument("--drain", type=float, default=2.0, help="seconds to wait for the rest")
@@ -313,7 +320,8 @@ def main() -> None:
         [
             *("-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port)),
             *("--log-level", "warning", "--no-access-log", "--workers", "1"),
-            *("--lifespan", "on", "--ws", "websockets-sansio", "config.asgi:application"),
+            *("--lifespan", "on", "--ws", "websockets-sansio", "--ws-per-message-deflate", "false"),
+            "config.asgi:application",
         ],
         env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
     )
@@ -323,7 +331,8 @@ def main() -> None:
         database = "PostgreSQL" if "postgres" in env["DATABASE_URL"] else "SQLite"
         layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory layer"
         print(
-            f"live dashboards: SendMessage to the echo agent at {args.rate:g}/s for "
+            f"live dashboards: {args.rate:g} messages/s ({args.rate / 2:g} SendMessage calls/s "
+            f"to the echo agent) for "
             f"{args.seconds:g} s, rows to /ws/dashboard/?page=traffic, "
             f"uvicorn x1 + {database} + {layer}"
         )

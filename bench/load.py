@@ -60,7 +60,8 @@ class Result:
 
     @property
     def rate(self) -> float:
-        return self.requests / self.seconds
+        """Answered calls per second: an error is not throughput."""
+        return (self.requests - self.errors) / self.seconds
 
     def pct(self, p: float) -> float:
         ordered = sorted(self.latencies_ms)

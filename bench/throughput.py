@@ -18,9 +18,12 @@ from pathlib import Path
 
 from load import ROOT, Result, free_port, run_load, spawn, wait_for_port
 
+OUT_OF_REACH = {"limits": {"perMinute": 10_000_000, "perHour": 100_000_000, "concurrent": 100_000}}
+
 
 def prepare_hub(data_dir: Path, echo_port: int) -> tuple[dict[str, str], str]:
-    """Migrate a fresh database and register the echo agent and a caller; return env, token."""
+    """Migrate a fresh database, register the echo agent and a caller, put the policy's limits
+    out of reach; return env, token."""
     env = {
         "HUB_DATA_DIR": str(data_dir),
         "DATABASE_URL": os.environ.get("DATABASE_URL", f"sqlite:///{data_dir / 'hub.sqlite3'}"),
@@ -65,6 +68,11 @@ def prepare_hub(data_dir: Path, echo_port: int) -> tuple[dict[str, str], str]:
     )
     assert caller.token
     from django.db import connections
+
+    from a2a_core.services.policy import policy_publish
+
+    # Measure routing, not the default per-caller limits (which would refuse most calls).
+    policy_publish(document=OUT_OF_REACH, reason="bench: limits out of reach")
 
     connections.close_all()
     return env, caller.token

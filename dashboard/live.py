@@ -2,9 +2,11 @@
 
 The relay listens once per process to the hub's event groups. Events are coalesced: the first
 after a quiet spell goes out at once, later ones at most every FLUSH_SECONDS — so a browser
-gets one websocket frame per flush however busy the hub is. Each flush is rendered once, on
-the database thread (`render_update`); every browser then takes from it the fragments its page
-shows and its filters let through (`Viewer.frame`). A frame is plain htmx out-of-band HTML.
+gets one websocket frame per flush however busy the hub is. Each flush is rendered once, on a
+thread of the relay's own (`render_update`), mostly from what the events carry: a feed row is
+drawn from its `traffic` item without reading the message back. Every browser then takes from
+the flush the fragments its page shows and its filters let through (`Viewer.frame`). A frame
+is plain htmx out-of-band HTML.
 
 Pages that show numbers (the overview) are refreshed by the relay's ticker every
 TICK_SECONDS while someone looks at them, also rendered once per tick — on a thread of their
@@ -16,16 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
-from django.db import close_old_connections, connections
+from django.contrib.auth import get_user_model
+from django.db import close_old_connections, connection, connections
 from django.template.loader import render_to_string
 
-from a2a_core.asyncdb import db
 from a2a_core.logging import get_logger
 from a2a_core.models import (
     INTERRUPTED_STATES,
@@ -40,12 +44,14 @@ from a2a_core.selectors.traffic import messages_by_pk
 
 log = get_logger("dashboard.live")
 
-FLUSH_SECONDS = 0.1
+FLUSH_SECONDS = 0.05
 TICK_SECONDS = 2.0
 # Computing the numbers may take at most this share of the time between two ticks.
 TICK_BUDGET = 0.1
 GROUPS = ("traffic", "escalations", "agents", "policy")
 SHOWN_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+# What a task's feed row shows (a task's history and metadata stay unread).
+TASK_ROW_FIELDS = ("updated_at", "state", "reason", "caller__slug", "target__slug")
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ class Viewer(Protocol):
     def offer(self, update: Update) -> None: ...
 
 
-# --- rendering (database thread) ---------------------------------------------------------------
+# --- rendering (the relay's thread) ----------------------------------------------------------
 
 
 def feed_row(message: Message) -> Row:
@@ -109,18 +115,111 @@ def task_row(task: Task) -> Row:
     )
 
 
+# Agent id -> slug. A slug never changes and an agent with traffic is never deleted, so this
+# only grows, by the agents that have traffic.
+_slugs: dict[int, str] = {}
+
+
+def forget_agents() -> None:
+    """Forget the agents' slugs (a database emptied under a running process: tests)."""
+    _slugs.clear()
+
+
+def _agents(ids: set[int | None]) -> dict[int, Agent]:
+    """Agents (pk and slug only) by id, read from the database only the first time."""
+    missing = {pk for pk in ids if pk is not None and pk not in _slugs}
+    if missing:
+        _slugs.update(Agent.objects.filter(pk__in=missing).values_list("pk", "slug"))
+    return {pk: Agent(pk=pk, slug=_slugs[pk]) for pk in ids if pk is not None and pk in _slugs}
+
+
+def _drawn[T](
+    items: list[dict[str, Any]],
+    key: str,
+    agent_keys: tuple[str, ...],
+    draw: Callable[[dict[str, Any], dict[int, Agent]], T],
+    read: Callable[[list[Any]], dict[Any, T]],
+) -> list[T]:
+    """What `items` show, in order: drawn from what each event carries, read from the database
+    (by `item[key]`) only for an item that carries too little."""
+    unread = [item[key] for item in items if "row" not in item]
+    found = read(unread) if unread else {}
+    carried = [item for item in items if "row" in item]
+    agents = _agents(
+        {item.get(name, item["row"].get(name)) for item in carried for name in agent_keys}
+    )
+    shown = (draw(item, agents) if "row" in item else found.get(item[key]) for item in items)
+    return [row for row in shown if row is not None]
+
+
+def _messages(items: list[dict[str, Any]]) -> list[Message]:
+    return _drawn(
+        items,
+        "message_pk",
+        ("sender_id", "target_id", "redirected_to_id"),
+        _message_from,
+        lambda pks: {m.pk: m for m in messages_by_pk(pks)},
+    )
+
+
+def _message_from(item: dict[str, Any], agents: dict[int, Agent]) -> Message:
+    row = item["row"]
+    message = Message(
+        pk=item["message_pk"],
+        kind=item["kind"],
+        direction=item["direction"],
+        decision=item["decision"],
+        decision_reason=item["reason"],
+        decision_detail=row["detail"],
+        decision_latency_us=row["decision_latency_us"],
+        latency_ms=row["latency_ms"],
+        summary=row["summary"],
+        recipients=[None] * row["recipients"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+    )
+    message.sender = agents.get(item["sender_id"])
+    message.target = agents.get(item["target_id"])
+    message.redirected_to = agents.get(row["redirected_to_id"])
+    if row["author"]:
+        message.author = get_user_model()(username=row["author"])
+    if item["task_id"]:
+        message.task = Task(pk=item["task_id"], state=item["state"])
+    return message
+
+
+def _tasks(items: list[dict[str, Any]]) -> list[Task]:
+    return _drawn(
+        items,
+        "task_id",
+        ("caller_id", "target_id"),
+        _task_from,
+        Task.objects.select_related("caller", "target").only(*TASK_ROW_FIELDS).in_bulk,
+    )
+
+
+def _task_from(item: dict[str, Any], agents: dict[int, Agent]) -> Task:
+    row = item["row"]
+    task = Task(pk=item["task_id"], state=item["state"], reason=row["reason"])
+    task.updated_at = datetime.fromisoformat(row["updated_at"])
+    task.caller = agents.get(item["caller_id"])
+    task.target_id = item["target_id"]
+    if target := agents.get(item["target_id"]):
+        task.target = target
+    return task
+
+
 def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
-    """Render what a batch of events changed (sync: on the database thread)."""
+    """Render what a batch of events changed (sync: on the relay's thread)."""
     update = Update()
-    message_pks: list[int] = []
-    task_changes: dict[str, str] = {}
+    message_items: list[dict[str, Any]] = []
+    task_changes: dict[str, dict[str, Any]] = {}
     states: dict[str, str] = {}
     agent_ids: set[int] = set()
     for group, payload in events:
         if group == "traffic":
             for item in payload.get("items", []):
                 if item.get("type") == "message" and item.get("message_pk"):
-                    message_pks.append(item["message_pk"])
+                    message_items.append(item)
                 elif item.get("type") == "task":
                     update.tasks.add(item["task_id"])
                     update.chains.add(str(item.get("root_id") or item["task_id"]))
@@ -128,7 +227,7 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
                     # The feed shows a task when it ends or waits for someone; its request's
                     # row shows it being created.
                     if item.get("state") in SHOWN_STATES:
-                        task_changes[item["task_id"]] = item.get("change", "")
+                        task_changes[item["task_id"]] = item
         elif group == "escalations":
             update.escalations.add(int(payload.get("escalation_id") or 0))
         elif group == "agents" and payload.get("agent_id"):
@@ -137,9 +236,8 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
             update.policy = render_to_string(
                 "dashboard/base_fragments.html#policy-banner", {"number": payload.get("number")}
             )
-    if message_pks:
-        messages = messages_by_pk(message_pks)
-        update.rows.extend(feed_row(m) for m in reversed(messages))
+    if message_items:
+        update.rows.extend(feed_row(m) for m in reversed(_messages(message_items)))
     update.task_states = "".join(
         render_to_string(
             "dashboard/base_fragments.html#task-state",
@@ -148,14 +246,13 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
         for pk, state in states.items()
     )
     if task_changes:
-        tasks = Task.objects.select_related("caller", "target").in_bulk(list(task_changes))
-        update.rows.extend(task_row(tasks[pk]) for pk in task_changes if pk in tasks)
+        update.rows.extend(task_row(task) for task in _tasks(list(task_changes.values())))
     if update.escalations:
         pending = Escalation.objects.filter(status=EscalationStatus.PENDING).count()
         update.badge = render_to_string(
             "dashboard/base_fragments.html#escalation-badge", {"pending": pending, "oob": True}
         )
-    for agent in Agent.objects.filter(pk__in=agent_ids):
+    for agent in Agent.objects.filter(pk__in=agent_ids) if agent_ids else ():
         update.agents[agent.pk] = render_to_string(
             "dashboard/base_fragments.html#agent-status", {"agent": agent, "oob": True}
         )
@@ -167,8 +264,22 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
 
 Ticker = Callable[[], str]
 _tickers: dict[str, Ticker] = {}
-# Tickers only read: off the hub's database thread, on a connection of their own.
+# The relay only reads, so it keeps off the hub's database thread — where it would wait
+# behind the writes of a busy hub — and reads on connections of its own: one thread renders
+# the flushes, another the tickers (aggregating a busy hour must not hold up the feed).
+_render_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-render")
 _tick_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-ticks")
+
+
+def _read[R](fn: Callable[[], R]) -> R:
+    close_old_connections()
+    try:
+        return fn()
+    finally:
+        # With PostgreSQL the connection goes back to the pool between reads; a SQLite
+        # connection is kept (opening one costs more than most reads).
+        if connection.vendor != "sqlite":
+            connections.close_all()
 
 
 class Relay:
@@ -220,7 +331,9 @@ class Relay:
             if not events or not self.viewers:
                 continue
             try:
-                update = await db(render_update, events)
+                update = await loop.run_in_executor(
+                    _render_thread, _read, functools.partial(render_update, events)
+                )
             except Exception:
                 log.exception("rendering live updates failed")
                 continue
@@ -236,7 +349,9 @@ class Relay:
                 continue
             began = loop.time()
             try:
-                ticks = await loop.run_in_executor(_tick_thread, self._render_ticks, pages)
+                ticks = await loop.run_in_executor(
+                    _tick_thread, _read, functools.partial(self._render_ticks, pages)
+                )
             except Exception:
                 log.exception("rendering live numbers failed")
                 continue
@@ -248,12 +363,7 @@ class Relay:
             await asyncio.sleep(max(0.0, took / TICK_BUDGET - took - TICK_SECONDS))
 
     def _render_ticks(self, pages: set[str]) -> dict[str, str]:
-        close_old_connections()
-        try:
-            return {page: self.tickers[page]() for page in pages}
-        finally:
-            # Give this thread's connection back (to the pool, with PostgreSQL) between ticks.
-            connections.close_all()
+        return {page: self.tickers[page]() for page in pages}
 
 
 def _group_of(message: dict[str, Any]) -> str:

@@ -131,8 +131,10 @@ def _fresh_shared_state() -> None:
     from a2a_core import agent_cache
     from a2a_core.policy.state import RedisState, policy_state
     from a2a_core.services.policy import forget_cached
+    from dashboard import live
 
     agent_cache.clear()
+    live.forget_agents()
     forget_cached()
     state = policy_state()
     if isinstance(state, RedisState):

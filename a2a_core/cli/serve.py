@@ -110,6 +110,11 @@ def _spawn_server(
             "on",
             "--ws",
             "websockets-sansio",
+            # Compression is negotiated per socket, so each frame would be compressed once for
+            # every open dashboard: with 100 of them that alone tripled the feed's latency.
+            # The frames are small HTML, sent at most ten times a second.
+            "--ws-per-message-deflate",
+            "false",
         ]
     return subprocess.Popen([sys.executable, *args, "config.asgi:application"], env=env)
 

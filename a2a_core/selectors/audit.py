@@ -43,6 +43,7 @@ from a2a_core.models import (
 )
 from a2a_core.schemas.a2a import text_of
 from a2a_core.schemas.envelopes import envelope_files, parse_envelope
+from a2a_core.selectors.traffic import message_rows
 from a2a_core.services.tasks import iso, message_view
 
 PAGE_SIZE = 50
@@ -204,28 +205,6 @@ def _walk(
 
 
 # What a results row shows: the rest (parts, envelope, agents' cards...) stays in the database.
-_ROW_FIELDS = (
-    "created_at",
-    "kind",
-    "direction",
-    "summary",
-    "recipients",
-    "decision",
-    "decision_reason",
-    "decision_detail",
-    "latency_ms",
-    "sender__slug",
-    "target__slug",
-    "redirected_to__slug",
-    "author__username",
-    "task__state",
-)
-
-
-def _rows() -> QuerySet[Message]:
-    return Message.objects.select_related("sender", "target", "task", "redirected_to", "author")
-
-
 def audit_page(
     *, filters: AuditFilter, cursor: Cursor | None = None, limit: int = PAGE_SIZE
 ) -> AuditPage:
@@ -265,7 +244,7 @@ def audit_page(
     back = Cursor(back_from, newer=not newer) if cursor and back_from else None
     ahead = Cursor(onward, newer=newer) if onward else None
 
-    found = _rows().only(*_ROW_FIELDS).in_bulk([pk for _, pk in hits])
+    found = message_rows().in_bulk([pk for _, pk in hits])
     messages = [found[pk] for _, pk in hits if pk in found]
     if newer:
         messages.reverse()
@@ -283,7 +262,7 @@ def audit_page(
 
 def message_get(*, pk: int) -> Message:
     message = (
-        _rows()
+        Message.objects.select_related("sender", "target", "task", "redirected_to", "author")
         .prefetch_related(
             Prefetch("deliveries", queryset=Delivery.objects.select_related("recipient"))
         )

@@ -28,19 +28,43 @@ class TrafficFilter:
         return not self.agent or (agent_id is not None and agent_id in agent_ids)
 
 
-def _rows() -> QuerySet[Message]:
-    return Message.objects.select_related("sender", "target", "task", "redirected_to", "author")
+# What a row of the feed or the audit list shows: nothing else is read (the JSON columns —
+# parts, metadata, a task's history — would cost more to load than the row costs to draw).
+ROW_FIELDS = (
+    "created_at",
+    "kind",
+    "direction",
+    "summary",
+    "recipients",
+    "decision",
+    "decision_reason",
+    "decision_detail",
+    "decision_latency_us",
+    "latency_ms",
+    "sender__slug",
+    "target__slug",
+    "redirected_to__slug",
+    "author__username",
+    "task__state",
+)
+
+
+def message_rows() -> QuerySet[Message]:
+    """Messages with what a listed row shows, and no more."""
+    return Message.objects.select_related(
+        "sender", "target", "task", "redirected_to", "author"
+    ).only(*ROW_FIELDS)
 
 
 def messages_by_pk(pks: Sequence[int]) -> list[Message]:
     """Messages in the order of `pks`."""
-    found = _rows().in_bulk(list(pks))
+    found = message_rows().in_bulk(list(pks))
     return [found[pk] for pk in pks if pk in found]
 
 
 def traffic_recent(*, filters: TrafficFilter, limit: int = 100) -> list[Message]:
     """The newest messages the filters let through, newest first."""
-    rows = _rows().order_by("-created_at", "-id")
+    rows = message_rows().order_by("-created_at", "-id")
     if filters.agent:
         rows = rows.filter(Q(sender__slug=filters.agent) | Q(target__slug=filters.agent))
     if filters.kind:

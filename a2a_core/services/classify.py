@@ -101,8 +101,11 @@ def message_row(
 
 
 def message_item(message: Message, task: Task | None) -> dict[str, Any]:
-    """A message as the `traffic` event lists it (plain fields only)."""
-    return {
+    """A message as the `traffic` event lists it (plain fields only), with what its row in the
+    live feed shows under `row` — so that the feed's relays draw it without reading it back.
+    Agents are named by id (the relays know their slugs); `row` is left out when the message's
+    human author is not at hand (the relay then reads the message)."""
+    item = {
         "type": "message",
         "message_pk": message.pk,
         "kind": message.kind,
@@ -114,3 +117,16 @@ def message_item(message: Message, task: Task | None) -> dict[str, Any]:
         "task_id": task.pk if task else message.task_id,
         "state": task.state if task else "",
     }
+    author = Message._meta.get_field("author")
+    if message.created_at is not None and (message.author_id is None or author.is_cached(message)):
+        item["row"] = {
+            "created_at": message.created_at.isoformat(),
+            "redirected_to_id": message.redirected_to_id,
+            "author": message.author.get_username() if message.author is not None else None,
+            "recipients": len(message.recipients or ()),
+            "summary": message.summary,
+            "detail": message.decision_detail,
+            "latency_ms": message.latency_ms,
+            "decision_latency_us": message.decision_latency_us,
+        }
+    return item

@@ -100,7 +100,7 @@ def status_payload(task: Task) -> dict[str, Any]:
 
 def task_item(task: Task, change: str) -> dict[str, Any]:
     """A task change as the `traffic` event lists it (plain fields only)."""
-    return {
+    item: dict[str, Any] = {
         "type": "task",
         "change": change,
         "task_id": task.pk,
@@ -111,6 +111,10 @@ def task_item(task: Task, change: str) -> dict[str, Any]:
         "root_id": task.root_id,
         "seq": task.event_seq,
     }
+    if task.updated_at is not None:
+        # What the task's row in the live feed shows, besides its agents (see `message_item`).
+        item["row"] = {"updated_at": task.updated_at.isoformat(), "reason": task.reason}
+    return item
 
 
 def record_event(task: Task, *, kind: str, payload: dict[str, Any], state: str = "") -> TaskEvent:

@@ -1,0 +1,116 @@
+"""The live feed draws rows from what traffic events carry: the same rows the database draws."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from a2a_core.models import Message, Task, TaskState
+from a2a_core.selectors.traffic import messages_by_pk
+from a2a_core.services.classify import message_item
+from a2a_core.services.tasks import task_item
+from dashboard.live import TASK_ROW_FIELDS, feed_row, render_update, task_row
+from tests.factories import make_task, record_message, register
+
+pytestmark = pytest.mark.django_db
+
+
+def traffic(*items: dict) -> list:
+    return [("traffic", {"event": "traffic", "items": list(items)})]
+
+
+@pytest.fixture
+def pair():
+    return register("feed-caller").agent, register("feed-target").agent
+
+
+def drawn_from_database(message: Message) -> str:
+    return feed_row(messages_by_pk([message.pk])[0]).html
+
+
+def test_a_request_row_from_its_event_is_the_row_the_database_draws_without_a_query(
+    pair, django_assert_num_queries
+):
+    caller, target = pair
+    task = make_task(target=target, caller=caller, state=TaskState.WORKING)
+    message = record_message(
+        caller,
+        target,
+        task=task,
+        summary="<b>deploy</b> the <script>alert(1)</script> build",
+        latency_ms=42,
+        decision_latency_us=7,
+    )
+    item = message_item(message, task)
+    render_update(traffic(item))  # the relay learns the agents' names once
+
+    with django_assert_num_queries(0):
+        (row,) = render_update(traffic(item)).rows
+
+    assert row.html == drawn_from_database(message)
+    assert "&lt;script&gt;" in row.html and "<script>" not in row.html
+    assert f'data-message="{message.pk}"' in row.html and "42 ms" in row.html
+    assert row.agent_ids == {caller.pk, target.pk} and row.task_id == task.pk
+
+
+def test_refused_redirected_human_and_broadcast_rows_match_the_database(pair):
+    caller, target = pair
+    other = register("feed-other").agent
+    operator = get_user_model().objects.create_user(username="ops-ana", password="x")
+    rows = [
+        record_message(
+            caller,
+            target,
+            decision="reject",
+            decision_reason="denied_by_matrix",
+            decision_detail="feed-caller may not call feed-target",
+        ),
+        record_message(
+            caller, target, decision="redirect", decision_reason="redirect", redirected_to=other
+        ),
+        record_message(None, target, author=operator, kind="response", direction="reply"),
+        record_message(caller, None, kind="broadcast", recipients=["feed-target", "feed-other"]),
+    ]
+    items = [message_item(m, None) for m in rows]
+    assert all("row" in item for item in items)
+
+    drawn = render_update(traffic(*items)).rows
+
+    # Newest first, as the feed shows them.
+    assert [r.html for r in drawn] == [drawn_from_database(m) for m in reversed(rows)]
+    html = "".join(r.html for r in drawn)
+    assert "denied_by_matrix" in html and "↪ feed-other" in html
+    assert "ops-ana (human)" in html and "2 agents" in html
+
+
+def test_an_event_without_its_row_is_read_from_the_database(pair):
+    _, target = pair
+    operator = get_user_model().objects.create_user(username="ops-ben", password="x")
+    recorded = record_message(None, target, author=operator, summary="read back")
+    # Loaded without its author: the event cannot name them without a query.
+    bare = Message.objects.get(pk=recorded.pk)
+    item = message_item(bare, None)
+    assert "row" not in item
+
+    (row,) = render_update(traffic(item)).rows
+
+    assert row.html == drawn_from_database(recorded)
+    assert "read back" in row.html and "ops-ben (human)" in row.html
+
+
+def test_a_finished_task_row_from_its_event_is_the_row_the_database_draws(
+    pair, django_assert_num_queries
+):
+    caller, target = pair
+    task = make_task(
+        target=target, caller=caller, state=TaskState.FAILED, reason="agent <i>crashed</i>"
+    )
+    item = task_item(task, "updated")
+    render_update(traffic(item))
+
+    with django_assert_num_queries(0):
+        (row,) = render_update(traffic(item)).rows
+
+    stored = Task.objects.select_related("caller", "target").only(*TASK_ROW_FIELDS).get(pk=task.pk)
+    assert row.html == task_row(stored).html
+    assert "agent &lt;i&gt;crashed&lt;/i&gt;" in row.html and "feed-caller" in row.html
