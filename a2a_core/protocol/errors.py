@@ -22,6 +22,7 @@ from a2a.utils.errors import (
 )
 
 from a2a_core import errors as hub
+from a2a_core.policy.state import retry_seconds
 
 
 class HubA2AError(A2AError):
@@ -147,6 +148,5 @@ def to_a2a(exc: hub.HubError) -> A2AError:
 
 
 def _retry_after(exc: hub.PolicyRejected) -> int | None:
-    if exc.retry_after is None:
-        return None
-    return max(1, round(exc.retry_after + 0.499))
+    # Rounded as the Retry-After header is, so that the two never disagree.
+    return retry_seconds(exc.retry_after)
