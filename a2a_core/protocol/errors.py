@@ -8,6 +8,7 @@ the right JSON-RPC code, HTTP status and `google.rpc.ErrorInfo` reason, like its
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from a2a.server.jsonrpc_models import JSONRPCError
@@ -22,7 +23,6 @@ from a2a.utils.errors import (
 )
 
 from a2a_core import errors as hub
-from a2a_core.policy.state import retry_seconds
 
 
 class HubA2AError(A2AError):
@@ -148,5 +148,6 @@ def to_a2a(exc: hub.HubError) -> A2AError:
 
 
 def _retry_after(exc: hub.PolicyRejected) -> int | None:
-    # Rounded as the Retry-After header is, so that the two never disagree.
-    return retry_seconds(exc.retry_after)
+    # Rounded as the Retry-After header is (`policy.state.retry_seconds`; not imported: this
+    # module loads before Django's apps do), so that the two never disagree.
+    return None if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
