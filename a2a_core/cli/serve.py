@@ -112,7 +112,7 @@ def _spawn_server(
             "websockets-sansio",
             # Compression is negotiated per socket, so each frame would be compressed once for
             # every open dashboard: with 100 of them that alone tripled the feed's latency.
-            # The frames are small HTML, sent at most ten times a second.
+            # The frames are small HTML, sent at most twenty times a second.
             "--ws-per-message-deflate",
             "false",
         ]

@@ -43,7 +43,7 @@ from a2a_core.models import (
 )
 from a2a_core.schemas.a2a import text_of
 from a2a_core.schemas.envelopes import envelope_files, parse_envelope
-from a2a_core.selectors.traffic import message_rows
+from a2a_core.selectors.traffic import ROW_RELATIONS, message_rows
 from a2a_core.services.tasks import iso, message_view
 
 PAGE_SIZE = 50
@@ -204,7 +204,6 @@ def _walk(
     return merged[:size]
 
 
-# What a results row shows: the rest (parts, envelope, agents' cards...) stays in the database.
 def audit_page(
     *, filters: AuditFilter, cursor: Cursor | None = None, limit: int = PAGE_SIZE
 ) -> AuditPage:
@@ -262,7 +261,7 @@ def audit_page(
 
 def message_get(*, pk: int) -> Message:
     message = (
-        Message.objects.select_related("sender", "target", "task", "redirected_to", "author")
+        Message.objects.select_related(*ROW_RELATIONS)
         .prefetch_related(
             Prefetch("deliveries", queryset=Delivery.objects.select_related("recipient"))
         )

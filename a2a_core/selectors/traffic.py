@@ -49,11 +49,12 @@ ROW_FIELDS = (
 )
 
 
+ROW_RELATIONS = ("sender", "target", "task", "redirected_to", "author")
+
+
 def message_rows() -> QuerySet[Message]:
     """Messages with what a listed row shows, and no more."""
-    return Message.objects.select_related(
-        "sender", "target", "task", "redirected_to", "author"
-    ).only(*ROW_FIELDS)
+    return Message.objects.select_related(*ROW_RELATIONS).only(*ROW_FIELDS)
 
 
 def messages_by_pk(pks: Sequence[int]) -> list[Message]:
