@@ -145,6 +145,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             parts.append(update.badge)
         if self.page in FEED_PAGES and not self.paused:
             parts.append(update.task_states)
+            parts.append(update.latencies)
         if update.agents and self.page in ("agents", "agent", "overview"):
             parts.extend(update.agents.values())
         if update.escalations and self.page == "escalations":

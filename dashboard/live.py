@@ -80,6 +80,8 @@ class Update:
     chains: set[str] = field(default_factory=set)
     # Every feed badge showing a changed task's state, updated in place.
     task_states: str = ""
+    # The latency of requests answered since their rows were drawn, updated in place.
+    latencies: str = ""
     policy: str | None = None
     # page -> html: what the ticker renders for pages that show numbers
     ticks: dict[str, str] = field(default_factory=dict)
@@ -214,12 +216,15 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
     message_items: list[dict[str, Any]] = []
     task_changes: dict[str, dict[str, Any]] = {}
     states: dict[str, str] = {}
+    latencies: dict[int, int] = {}
     agent_ids: set[int] = set()
     for group, payload in events:
         if group == "traffic":
             for item in payload.get("items", []):
                 if item.get("type") == "message" and item.get("message_pk"):
                     message_items.append(item)
+                elif item.get("type") == "answered" and item.get("message_pk"):
+                    latencies[int(item["message_pk"])] = int(item["latency_ms"])
                 elif item.get("type") == "task":
                     update.tasks.add(item["task_id"])
                     update.chains.add(str(item.get("root_id") or item["task_id"]))
@@ -244,6 +249,12 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
             {"task": {"pk": pk, "state": state}, "oob": True},
         )
         for pk, state in states.items()
+    )
+    update.latencies = "".join(
+        render_to_string(
+            "dashboard/traffic.html#latency", {"m": {"pk": pk, "latency_ms": ms}, "oob": True}
+        )
+        for pk, ms in latencies.items()
     )
     if task_changes:
         update.rows.extend(task_row(task) for task in _tasks(list(task_changes.values())))

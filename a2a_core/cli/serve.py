@@ -90,8 +90,6 @@ def _spawn_server(
         # Every worker writes its counters there; each scrape of /metrics sums them.
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     if server == "daphne":
-        if workers > 1:
-            raise fail("several workers are run with uvicorn (--server uvicorn)")
         args = ["-m", "daphne", "--verbosity", "0", "-b", host, "-p", str(port)]
     else:
         args = [
@@ -134,6 +132,11 @@ def _start_demo(host: str, port: int, out: Any) -> Demo | None:
 
 
 def serve(args: argparse.Namespace, out: Any) -> None:
+    # Every refusal comes before anything changes (the admin's password among them).
+    if args.workers < 1:
+        raise fail(f"--workers must be at least 1, got {args.workers}")
+    if args.workers > 1 and args.server == "daphne":
+        raise fail("several workers are run with uvicorn (--server uvicorn)")
     if args.workers > 1 and not settings.REDIS_URL:
         raise fail("several workers need REDIS_URL (their events travel through Redis)")
     if not _port_free(args.host, args.port):

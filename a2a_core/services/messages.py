@@ -42,7 +42,7 @@ from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metada
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
-from a2a_core.services.rows import insert_rows
+from a2a_core.services.rows import insert_returning_pks, insert_rows
 from a2a_core.services.tasks import task_item, task_set_state, task_view, withdraw_questions
 
 MAX_TIMEOUT_SECONDS = 3600
@@ -480,7 +480,7 @@ def accept_batch(
     for p in plans:
         if not p.created and p.judged and p.judged.decision.action != "reject":
             p.task.save(update_fields=["deadline", "updated_at"])
-    Message.objects.bulk_create([p.row for p in plans if p.row is not None])
+    insert_returning_pks([p.row for p in plans if p.row is not None])
     inbox_enqueue(
         [
             Delivery(

@@ -1,9 +1,9 @@
 """Writing many rows of one model in one statement, for the group-commit paths.
 
-Django's `bulk_update` builds a CASE expression per field and row, and `bulk_create` builds
-a model instance per row; at the batch sizes the hub sees both cost more than the writes
-themselves. These helpers send one executemany, with every value adapted by its field
-exactly as `save()` would.
+Django's `bulk_update` builds a CASE expression per field and row, and `bulk_create` compiles
+its statement through the ORM on every call; at the batch sizes the hub sees both cost more
+than the writes themselves. These helpers send one statement, with every value adapted by its
+field exactly as `save()` would.
 """
 
 from __future__ import annotations
@@ -35,6 +35,24 @@ def _execute(sql: str, params: list[list[Any]]) -> None:
         cursor.executemany(sql, params)
 
 
+def _stamped(objs: Sequence[Model], fields: Sequence[Field[Any, Any]]) -> None:
+    """Fill `auto_now`/`auto_now_add` fields as `save()` would."""
+    now = timezone.now()
+    stamped = [
+        f for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+    ]
+    for obj in objs:
+        for f in stamped:
+            setattr(obj, f.attname, now)
+
+
+def _saved(objs: Sequence[Model]) -> None:
+    for obj in objs:
+        # As Model.save() does: a later save() must UPDATE these rows, not insert them again.
+        obj._state.adding = False
+        obj._state.db = connection.alias
+
+
 def insert_rows(objs: Sequence[Model]) -> None:
     """`INSERT` objects whose primary key is already set, as one executemany.
 
@@ -44,11 +62,7 @@ def insert_rows(objs: Sequence[Model]) -> None:
         return
     meta = type(objs[0])._meta
     fields = list(meta.concrete_fields)
-    now = timezone.now()
-    for obj in objs:
-        for f in fields:
-            if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
-                setattr(obj, f.attname, now)
+    _stamped(objs, fields)
     quote = connection.ops.quote_name
     columns = ", ".join(_column(f) for f in fields)
     marks = ", ".join(["%s"] * len(fields))
@@ -56,10 +70,40 @@ def insert_rows(objs: Sequence[Model]) -> None:
         f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({marks})",
         [[f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields] for obj in objs],
     )
-    for obj in objs:
-        # As Model.save() does: a later save() must UPDATE these rows, not insert them again.
-        obj._state.adding = False
-        obj._state.db = connection.alias
+    _saved(objs)
+
+
+def insert_returning_pks(objs: Sequence[Model]) -> None:
+    """`INSERT` objects whose primary key the database assigns, and set each one's pk.
+
+    One multi-row `INSERT ... RETURNING` per chunk (SQLite >= 3.35 and PostgreSQL return the
+    rows in the order they were given, as `bulk_create` relies on too).
+    """
+    if not objs:
+        return
+    meta = type(objs[0])._meta
+    pk = _pk(meta)
+    fields = [f for f in meta.concrete_fields if f is not pk]
+    _stamped(objs, fields)
+    quote = connection.ops.quote_name
+    columns = ", ".join(_column(f) for f in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    size = max(1, connection.ops.bulk_batch_size(fields, objs))
+    for start in range(0, len(objs), size):
+        chunk = objs[start : start + size]
+        params = [
+            f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in chunk for f in fields
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES "
+                f"{', '.join([row] * len(chunk))} RETURNING {_column(pk)}",
+                params,
+            )
+            keys = cursor.fetchall()
+        for obj, (key,) in zip(chunk, keys, strict=True):
+            setattr(obj, pk.attname, key)
+    _saved(objs)
 
 
 def insert_values(model: type[Model], fields: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -45,7 +45,7 @@ from a2a_core.schemas.a2a import (
     without_hub_metadata,
 )
 from a2a_core.services.classify import classify, message_item, message_row
-from a2a_core.services.rows import insert_values, update_rows, update_values
+from a2a_core.services.rows import insert_returning_pks, insert_values, update_rows, update_values
 
 log = get_logger("tasks")
 
@@ -311,7 +311,7 @@ class _UnitOfWork:
     def flush(self) -> None:
         items: list[dict[str, Any]] = []
         if self.replies:
-            Message.objects.bulk_create([row for row, _ in self.replies])
+            insert_returning_pks([row for row, _ in self.replies])
             items.extend(message_item(row, task) for row, task in self.replies)
         insert_values(TaskEvent, _EVENT_FIELDS, self.events)
         if self.touched:
@@ -323,11 +323,19 @@ class _UnitOfWork:
         delivered = [(pk, row[:1]) for pk, row in self.answers.items() if row[1] is None]
         update_values(Message, _ANSWER_FIELDS, answered)
         update_values(Message, _ANSWER_FIELDS[:1], delivered)
+        # The request's row in live feeds, drawn before the answer came, shows its latency.
+        items.extend(
+            {"type": "answered", "message_pk": pk, "latency_ms": row[2]}
+            for pk, row in answered
+            if row[2] is not None
+        )
         publish_traffic_on_commit(items, {t.pk: t.event_seq for t in self.touched.values()})
 
 
 _EVENT_FIELDS = ["task", "seq", "kind", "state", "payload", "created_at"]
 _ANSWER_FIELDS = ["delivery_state", "responded_at", "latency_ms"]
+# What the latency column holds (~24.8 days); an answer later than that is stored as this.
+MAX_LATENCY_MS = 2**31 - 1
 _TASK_FIELDS = [
     "state",
     "status_message",
@@ -485,7 +493,7 @@ class _Recording:
                 row[0] = delivery
             if answered and row[1] is None:
                 row[1] = now
-                row[2] = max(0, int((now - created_at).total_seconds() * 1000))
+                row[2] = min(MAX_LATENCY_MS, max(0, int((now - created_at).total_seconds() * 1000)))
 
 
 _PROGRESS: dict[str, int] = {

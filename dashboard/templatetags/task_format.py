@@ -1,4 +1,5 @@
-"""Filters for the tasks screens: short durations a board card has room for."""
+"""Filters for the dashboard's times: short durations a board card has room for, moments
+as people say them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from datetime import datetime
 
 from django import template
 from django.utils import timezone
+from django.utils.timesince import timesince
 
 register = template.Library()
 
@@ -31,3 +33,13 @@ def since(start: datetime | None, end: datetime | None = None) -> str:
     if start is None:
         return ""
     return compact(((end or timezone.now()) - start).total_seconds())
+
+
+@register.filter
+def ago(moment: datetime | None) -> str:
+    """When `moment` was, as people say it: "just now" within a minute, else "3 minutes ago"."""
+    if moment is None:
+        return ""
+    if (timezone.now() - moment).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(moment)} ago"

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
+from a2a_core.events import add_local_listener, remove_local_listener
 from a2a_core.models import Message, Task, TaskState
 from a2a_core.selectors.traffic import messages_by_pk
 from a2a_core.services.classify import message_item
-from a2a_core.services.tasks import task_item
+from a2a_core.services.tasks import Reply, task_item, tasks_record
 from dashboard.live import TASK_ROW_FIELDS, feed_row, render_update, task_row
+from tests.dashboard.test_task_live_frames import open_page
 from tests.factories import make_task, record_message, register
 
 pytestmark = pytest.mark.django_db
@@ -114,3 +119,44 @@ def test_a_finished_task_row_from_its_event_is_the_row_the_database_draws(
     stored = Task.objects.select_related("caller", "target").only(*TASK_ROW_FIELDS).get(pk=task.pk)
     assert row.html == task_row(stored).html
     assert "agent &lt;i&gt;crashed&lt;/i&gt;" in row.html and "feed-caller" in row.html
+
+
+def test_a_request_row_drawn_before_its_answer_shows_the_latency_when_the_answer_comes(
+    pair, django_capture_on_commit_callbacks
+):
+    caller, target = pair
+    task = make_task(target=target, caller=caller, state=TaskState.WORKING)
+    request = record_message(
+        caller, target, task=task, summary="how long?", at=timezone.now() - timedelta(seconds=2)
+    )
+    drawn = drawn_from_database(request)
+    assert f'<span class="latency-{request.pk}"><span class="muted">—</span></span>' in drawn
+
+    events: list = []
+    add_local_listener(listen := lambda group, payload: events.append((group, payload)))
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            tasks_record(
+                [
+                    Reply(
+                        task.pk,
+                        {"messageId": "r-1", "role": "ROLE_AGENT", "parts": [{"text": "done"}]},
+                        (request.pk, request.created_at),
+                    )
+                ]
+            )
+    finally:
+        remove_local_listener(listen)
+    frame = open_page("traffic").frame(render_update([e for e in events if e[0] == "traffic"]))
+
+    latency = Message.objects.get(pk=request.pk).latency_ms
+    assert latency is not None and 2000 <= latency < 60_000
+    assert (
+        f'<span class="latency-{request.pk}" hx-swap-oob="outerHTML:.latency-{request.pk}">'
+        f"{latency} ms</span>" in frame
+    )
+    paused = open_page("traffic")
+    paused.paused = True
+    assert f"latency-{request.pk}" not in paused.frame(
+        render_update([e for e in events if e[0] == "traffic"])
+    )

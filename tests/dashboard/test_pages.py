@@ -100,3 +100,23 @@ def test_an_endpoint_agent_is_last_seen_when_it_last_sent_a_message(as_role):
     assert "never" in rows["beta"]  # it has only received
     page = as_role("viewer").get("/agents/alpha/").content.decode()
     assert "<dt>Last seen</dt><dd>3\xa0minutes ago</dd>" in page
+
+
+def test_when_an_agent_was_last_seen_reads_as_people_say_it(as_role):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from a2a_core.models import Agent
+
+    just = register("seen-just-now").agent
+    earlier = register("seen-earlier").agent
+    Agent.objects.filter(pk=just.pk).update(last_seen_at=timezone.now())
+    Agent.objects.filter(pk=earlier.pk).update(
+        last_seen_at=timezone.now() - timedelta(minutes=5, seconds=10)
+    )
+    viewer = as_role("viewer")
+
+    assert "just now" in viewer.get("/agents/seen-just-now/").content.decode()
+    listing = viewer.get("/agents/").content.decode()
+    assert "5\xa0minutes ago" in listing and "0\xa0minutes" not in listing

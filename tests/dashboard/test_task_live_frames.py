@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from a2a_core.selectors.traffic import TrafficFilter
 from dashboard.consumers import DashboardConsumer
 from dashboard.live import Update, render_update
 
@@ -13,6 +14,7 @@ def open_page(page: str, *, task: str = "", root: str = "") -> DashboardConsumer
     consumer = DashboardConsumer()
     consumer.page, consumer.task_id, consumer.root_id = page, task, root
     consumer.paused = False
+    consumer.filters, consumer.agent_id = TrafficFilter(), None
     consumer.refreshed_at = -1.0
     consumer.refresh_later = None
     consumer.outbox = asyncio.Queue()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from playwright.async_api import expect
 
 from tests.a2a_core.protocol.helpers import request, send
 from tests.e2e.conftest import live, shot
@@ -23,6 +26,9 @@ async def test_a_message_appears_live_in_the_feed(hub, sdk, dashboard):
     row = page.locator("#feed-rows tr[data-message]").first
     await row.wait_for()
     assert "alpha" in await row.inner_text() and "echo" in await row.inner_text()
+    # The request's row arrived before the answer; its latency fills in when the answer does.
+    request_row = page.locator("#feed-rows tr[data-message]").last
+    await expect(request_row.locator("td.right")).to_have_text(re.compile(r"^\d+ ms$"))
     await shot(page, "traffic")
 
 

@@ -62,3 +62,32 @@ def test_terminal_reason_and_status_message_are_kept(task):
     assert (task.reason, task.status_message) == ("no disk left", message)
     payload = TaskEvent.objects.get(task=task).payload
     assert payload["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+
+
+def test_an_answer_weeks_after_its_request_is_recorded_with_the_longest_latency_stored():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from a2a_core.models import Message
+    from a2a_core.services.tasks import MAX_LATENCY_MS, Reply, tasks_record
+    from tests.factories import record_message
+
+    caller, target = register("patient-caller").agent, register("slow-worker").agent
+    task = make_task(target=target, caller=caller, state=TaskState.WORKING)
+    asked = record_message(caller, target, task=task, at=timezone.now() - timedelta(days=40))
+
+    [result] = tasks_record(
+        [
+            Reply(
+                task.pk,
+                {"messageId": "finally", "role": "ROLE_AGENT", "parts": [{"text": "done"}]},
+                (asked.pk, asked.created_at),
+            )
+        ]
+    )
+
+    assert not isinstance(result, Exception)
+    asked.refresh_from_db()
+    assert asked.latency_ms == MAX_LATENCY_MS and asked.responded_at is not None
+    assert Message.objects.filter(task=task, message_id="finally").exists()
