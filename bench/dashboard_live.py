@@ -41,7 +41,7 @@ from typing import Any
 
 import aiohttp
 import websockets
-from load import Result, free_port, spawn, wait_for_port
+from load import Result, cpu_seconds, free_port, spawn, wait_for_port
 from throughput import prepare_hub
 from websockets.typing import Origin
 
@@ -175,15 +175,6 @@ async def produce(hub: str, token: str, rate: float, seconds: float, run: str) -
             calls.append(asyncio.create_task(call(i)))
         await asyncio.gather(*calls)
     return Result(MAX_IN_FLIGHT, len(call_ms), errors, seconds, call_ms)
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a process has used so far; NaN where /proc is missing."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stored_since(moment: float) -> dict[int, float]:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -50,6 +50,37 @@ def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pope
     )
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process and its descendants (a server's workers) have used
+    so far; NaN where /proc is missing."""
+    if _stat(pid) is None:
+        return float("nan")
+    stats = {
+        int(entry.name): _stat(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+    }
+    tree, total = {pid}, 0.0
+    while grown := {
+        child
+        for child, fields in stats.items()
+        if child not in tree and fields is not None and int(fields[1]) in tree
+    }:
+        tree |= grown
+    for member in tree:
+        fields = stats.get(member)
+        if fields is not None:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 @dataclass
 class Result:
     concurrency: int
@@ -57,6 +88,11 @@ class Result:
     errors: int
     seconds: float
     latencies_ms: list[float]
+    # process name -> cores it used during the run (CPU seconds per second)
+    cores: dict[str, float] = field(default_factory=dict)
+
+    def cpu_ms_per_call(self, name: str) -> float:
+        return self.cores[name] / self.rate * 1000 if self.rate else float("nan")
 
     @property
     def rate(self) -> float:

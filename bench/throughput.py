@@ -14,9 +14,11 @@ import argparse
 import asyncio
 import os
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
-from load import ROOT, Result, free_port, run_load, spawn, wait_for_port
+from load import ROOT, Result, cpu_seconds, free_port, run_load, spawn, wait_for_port
 
 OUT_OF_REACH = {"limits": {"perMinute": 10_000_000, "perHour": 100_000_000, "concurrent": 100_000}}
 
@@ -85,10 +87,24 @@ def persisted() -> tuple[int, int]:
 
 
 def line(label: str, r: Result) -> str:
+    cpu = ", ".join(
+        f"{name} {cores:.2f} cores = {r.cpu_ms_per_call(name):.2f} ms/call"
+        for name, cores in r.cores.items()
+    )
     return (
         f"{label:<8} c={r.concurrency:<3} {r.rate:8.1f} req/s   p50 {r.pct(50):7.2f} ms   "
-        f"p99 {r.pct(99):7.2f} ms   errors {r.errors}"
+        f"p99 {r.pct(99):7.2f} ms   errors {r.errors}   CPU: {cpu}"
     )
+
+
+def measured(url: str, pids: dict[str, int], **load: Any) -> Result:
+    """One load run, with the CPU each process in `pids` used meanwhile (in cores)."""
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    began = time.monotonic()
+    result = asyncio.run(run_load(url, **load))
+    wall = time.monotonic() - began
+    result.cores = {name: (cpu_seconds(pid) - before[name]) / wall for name, pid in pids.items()}
+    return result
 
 
 def main() -> None:
@@ -149,13 +165,20 @@ def main() -> None:
             # Alternate the two so drift on a shared machine hits both alike; report medians.
             for _ in range(args.rounds):
                 directs.append(
-                    asyncio.run(run_load(direct_url, concurrency=concurrency, seconds=args.seconds))
+                    measured(
+                        direct_url,
+                        {"echo": echo.pid},
+                        concurrency=concurrency,
+                        seconds=args.seconds,
+                    )
                 )
                 throughs.append(
-                    asyncio.run(
-                        run_load(
-                            hub_url, concurrency=concurrency, seconds=args.seconds, token=token
-                        )
+                    measured(
+                        hub_url,
+                        {"hub": hub.pid, "echo": echo.pid},
+                        concurrency=concurrency,
+                        seconds=args.seconds,
+                        token=token,
                     )
                 )
             answered += sum(t.requests - t.errors for t in throughs)
