@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -97,13 +98,17 @@ def line(label: str, r: Result) -> str:
     )
 
 
-def measured(url: str, pids: dict[str, int], **load: Any) -> Result:
-    """One load run, with the CPU each process in `pids` used meanwhile (in cores)."""
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+def measured(url: str, pids: dict[str, list[int]], **load: Any) -> Result:
+    """One load run, with the CPU each group of processes in `pids` used meanwhile (in cores)."""
+
+    def used() -> dict[str, float]:
+        return {name: sum(cpu_seconds(pid) for pid in group) for name, group in pids.items()}
+
+    before = used()
     began = time.monotonic()
     result = asyncio.run(run_load(url, **load))
     wall = time.monotonic() - began
-    result.cores = {name: (cpu_seconds(pid) - before[name]) / wall for name, pid in pids.items()}
+    result.cores = {name: (cpu - before[name]) / wall for name, cpu in used().items()}
     return result
 
 
@@ -121,7 +126,7 @@ def main() -> None:
         "--workers",
         type=int,
         default=1,
-        help="hub processes (uvicorn); more than one needs DATABASE_URL (PostgreSQL) and REDIS_URL",
+        help="hub processes (uvicorn workers, as `a2a serve --workers`); more than one needs REDIS_URL",
     )
     args = parser.parse_args()
 
@@ -129,27 +134,14 @@ def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
     echo = spawn(["bench/echo_agent.py", str(echo_port)])
     env, token = prepare_hub(data_dir, echo_port)
-    if args.server == "daphne":
-        server = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(hub_port), "config.asgi:application"]
-    else:
-        server = [
-            "-m",
-            "uvicorn",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(hub_port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-            "--workers",
-            str(args.workers),
-            "config.asgi:application",
-        ]
-    hub = spawn(server, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"})
+    from a2a_core.cli.serve import spawn_hub
+
+    # The hub as `a2a serve --no-demo` starts it (several workers share their counters).
+    metrics_dir = tempfile.mkdtemp(prefix="hub-bench-metrics-") if args.workers > 1 else ""
+    hubs = spawn_hub("127.0.0.1", hub_port, args.workers, args.server, metrics_dir, quiet=True)
     try:
         wait_for_port(echo_port, echo)
-        wait_for_port(hub_port, hub)
+        wait_for_port(hub_port, hubs[0])
         direct_url = f"http://127.0.0.1:{echo_port}/"
         hub_url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
         tasks_before, messages_before = persisted()
@@ -167,7 +159,7 @@ def main() -> None:
                 directs.append(
                     measured(
                         direct_url,
-                        {"echo": echo.pid},
+                        {"echo": [echo.pid]},
                         concurrency=concurrency,
                         seconds=args.seconds,
                     )
@@ -175,7 +167,7 @@ def main() -> None:
                 throughs.append(
                     measured(
                         hub_url,
-                        {"hub": hub.pid, "echo": echo.pid},
+                        {"hub": [hub.pid for hub in hubs], "echo": [echo.pid]},
                         concurrency=concurrency,
                         seconds=args.seconds,
                         token=token,
@@ -205,9 +197,11 @@ def main() -> None:
                 verdict = "met" if ratio >= 0.5 else "NOT met"
                 print(f"target: hub >= 0.5x direct at c=16 -> {verdict} ({ratio:.2f}x)")
     finally:
-        for proc in (hub, echo):
+        for proc in (*hubs, echo):
             proc.terminate()
             proc.wait(10)
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -141,6 +141,8 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         ),
         "transaction_mode": "IMMEDIATE",
     }
+    # Django's SQLite backend, with writers queued on a file lock (a2a_core/sqlite/base.py).
+    _db["ENGINE"] = "a2a_core.sqlite"
     _db["CONN_MAX_AGE"] = None
     _db["TEST"] = {"NAME": str(DATA_DIR / "test-hub.sqlite3")}
 elif _db["ENGINE"] == "django.db.backends.postgresql":

@@ -1,4 +1,5 @@
-"""`a2a serve`: run the hub (daphne) and its demo agents, print where to log in, stop cleanly."""
+"""`a2a serve`: run the hub (uvicorn workers or daphne) and its demo agents, print where to log
+in, stop cleanly."""
 
 from __future__ import annotations
 
@@ -79,9 +80,11 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
     return False
 
 
-def _spawn_server(
+def spawn_hub(
     host: str, port: int, workers: int, server: str, metrics_dir: str, *, quiet: bool = False
-) -> subprocess.Popen[bytes]:
+) -> list[subprocess.Popen[bytes]]:
+    """Start the hub's server processes: daphne, or `workers` uvicorn workers that each listen
+    on the port themselves (see `a2a_core.cli.worker`)."""
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings")
     if quiet:
         # With the demo's traffic, a log line per call would bury the demo's own lines.
@@ -91,30 +94,9 @@ def _spawn_server(
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     if server == "daphne":
         args = ["-m", "daphne", "--verbosity", "0", "-b", host, "-p", str(port)]
-    else:
-        args = [
-            "-m",
-            "uvicorn",
-            "--host",
-            host,
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-            "--lifespan",
-            "on",
-            "--ws",
-            "websockets-sansio",
-            # Compression is negotiated per socket, so each frame would be compressed once for
-            # every open dashboard: with 100 of them that alone tripled the feed's latency.
-            # The frames are small HTML, sent at most twenty times a second.
-            "--ws-per-message-deflate",
-            "false",
-        ]
-    return subprocess.Popen([sys.executable, *args, "config.asgi:application"], env=env)
+        return [subprocess.Popen([sys.executable, *args, "config.asgi:application"], env=env)]
+    worker = [sys.executable, "-m", "a2a_core.cli.worker", host, str(port)]
+    return [subprocess.Popen(worker, env=env) for _ in range(workers)]
 
 
 def _start_demo(host: str, port: int, out: Any) -> Demo | None:
@@ -145,10 +127,9 @@ def serve(args: argparse.Namespace, out: Any) -> None:
     metrics_dir = ""
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = tempfile.mkdtemp(prefix="a2a-hub-metrics-")
-    hub = _spawn_server(
+    procs = spawn_hub(
         args.host, args.port, args.workers, args.server, metrics_dir, quiet=not args.no_demo
     )
-    procs = [hub]
     children: list[subprocess.Popen[bytes]] = list(procs)
     demo: Demo | None = None
 

@@ -10,22 +10,14 @@ from pathlib import Path
 
 from django.core.management import call_command
 
+from tests.conftest import database_url
+
 
 def a2a(*args: str) -> str:
     """The command's standard output; a failure raises CommandError with its message."""
     out = io.StringIO()
     call_command("a2a", *args, stdout=out)
     return out.getvalue()
-
-
-def database_url() -> str:
-    """The test database, for a `manage.py` run in another process."""
-    from django.db import connection
-
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
 def cli_environment() -> dict[str, str]:

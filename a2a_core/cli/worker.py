@@ -1,0 +1,46 @@
+"""One hub worker process: uvicorn on a listening socket of its own.
+
+    python -m a2a_core.cli.worker HOST PORT
+
+Every worker binds HOST:PORT with SO_REUSEPORT, so the kernel spreads new connections over
+the workers by their addresses. (uvicorn's own `--workers` shares one listening socket:
+whichever worker is accepting takes the next connection, and a caller that opens its
+connection pool in a burst lands all of it on one worker while the others idle.)
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import uvicorn
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def run(host: str, port: int) -> None:
+    config = uvicorn.Config(
+        "config.asgi:application",
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        ws="websockets-sansio",
+        # Compression is negotiated per socket, so each frame would be compressed once for
+        # every open dashboard: with 100 of them that alone tripled the feed's latency.
+        # The frames are small HTML, sent at most twenty times a second.
+        ws_per_message_deflate=False,
+    )
+    uvicorn.Server(config).run(sockets=[listening_socket(host, port)])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or not sys.argv[2].isdigit():
+        sys.exit("usage: python -m a2a_core.cli.worker HOST PORT")
+    run(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,83 @@
+"""The SQLite backend, with write transactions queued on a file lock.
+
+Every transaction the hub opens on SQLite takes the write lock at once (BEGIN IMMEDIATE). When
+another connection holds it, SQLite's busy handler sleeps 1, 2, 5, 10 ... up to 100 ms between
+tries, so a second writer — another thread, or another hub process (`a2a serve --workers`) —
+often sleeps far longer than the few milliseconds the holder needs. Here the connections first
+take an exclusive lock on `<database>-writer.lock`, retried within a millisecond, so writers
+follow each other closely; SQLite's own lock and busy timeout still apply to anything else.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from typing import Any
+
+from django.db.backends.sqlite3 import base
+
+# How long a writer waits for the lock before it lets SQLite decide (`PRAGMA busy_timeout`).
+WAIT_SECONDS = 10.0
+_LONGEST_NAP = 0.001
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    _lock_fd: int | None = None
+    _locked = False
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        conn = super().get_new_connection(conn_params)
+        if not self.is_in_memory_db():
+            path = f"{self.settings_dict['NAME']}-writer.lock"
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        return conn
+
+    def _start_transaction_under_autocommit(self) -> None:
+        self._lock()
+        try:
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _commit(self) -> None:
+        try:
+            super()._commit()  # type: ignore[misc]
+        finally:
+            self._unlock()
+
+    def _rollback(self) -> None:
+        try:
+            super()._rollback()  # type: ignore[misc]
+        finally:
+            self._unlock()
+
+    def _close(self) -> None:
+        try:
+            super()._close()  # type: ignore[misc]
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # releases the lock with it
+                self._lock_fd, self._locked = None, False
+
+    def _lock(self) -> None:
+        if self._lock_fd is None or self._locked:
+            return
+        nap, deadline = 0.0001, time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return  # SQLite's busy timeout has the last word
+                time.sleep(nap)
+                nap = min(nap * 2, _LONGEST_NAP)
+            else:
+                self._locked = True
+                return
+
+    def _unlock(self) -> None:
+        if self._locked and self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            self._locked = False

@@ -1,0 +1,119 @@
+"""The hub's SQLite backend: writers queue on the database's writer lock file, and one that has
+waited too long gets SQLite's own error instead of hanging."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.db import OperationalError
+from django.db.utils import ConnectionHandler
+
+from a2a_core.sqlite import base as writer_lock
+
+
+def sqlite_database(path, busy_ms: int = 10_000) -> ConnectionHandler:
+    return ConnectionHandler(
+        {
+            "default": {
+                "ENGINE": "a2a_core.sqlite",
+                "NAME": str(path),
+                "OPTIONS": {
+                    "init_command": f"PRAGMA journal_mode=WAL; PRAGMA busy_timeout={busy_ms};",
+                    "transaction_mode": "IMMEDIATE",
+                },
+            }
+        }
+    )
+
+
+@contextmanager
+def writing(connections: ConnectionHandler) -> Iterator[Any]:
+    """A write transaction on this handler's connection (as `atomic()` opens one)."""
+    connection = connections["default"]
+    connection.set_autocommit(False, force_begin_transaction_with_broken_autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            yield cursor
+        connection.commit()
+    except BaseException:
+        connection.rollback()
+        raise
+    finally:
+        connection.set_autocommit(True)
+
+
+def insert(connections: ConnectionHandler, value: str) -> None:
+    with writing(connections) as cursor:
+        cursor.execute("INSERT INTO notes (text) VALUES (%s)", [value])
+
+
+@pytest.fixture
+def database(tmp_path, django_db_blocker):
+    # A database of its own, whichever backend the suite runs on.
+    django_db_blocker.unblock()
+    connections = sqlite_database(tmp_path / "hub.sqlite3")
+    with connections["default"].cursor() as cursor:
+        cursor.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+    yield tmp_path / "hub.sqlite3", connections
+    connections.close_all()
+    django_db_blocker.restore()
+
+
+def in_thread(target, *args) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target(*args)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, errors
+
+
+def test_a_second_writer_waits_for_the_first_to_commit_and_both_rows_are_kept(database):
+    path, first = database
+    second = sqlite_database(path)
+    try:
+        with writing(first) as cursor:
+            cursor.execute("INSERT INTO notes (text) VALUES ('first')")
+            assert (path.parent / "hub.sqlite3-writer.lock").exists()
+            thread, errors = in_thread(insert, second, "second")
+            thread.join(0.3)
+            assert thread.is_alive(), "the second writer went ahead while the first held the lock"
+        thread.join(10)
+        assert not thread.is_alive() and errors == []
+        with first["default"].cursor() as cursor:
+            cursor.execute("SELECT text FROM notes ORDER BY id")
+            assert [row[0] for row in cursor.fetchall()] == ["first", "second"]
+    finally:
+        second.close_all()
+
+
+def test_a_writer_kept_waiting_past_the_timeout_gets_sqlites_error_and_writes_nothing(
+    database, monkeypatch
+):
+    path, first = database
+    monkeypatch.setattr(writer_lock, "WAIT_SECONDS", 0.2)
+    second = sqlite_database(path, busy_ms=200)
+    try:
+        with writing(first) as cursor:
+            cursor.execute("INSERT INTO notes (text) VALUES ('first')")
+            thread, errors = in_thread(insert, second, "second")
+            thread.join(10)
+            assert not thread.is_alive(), "the second writer hung"
+        assert len(errors) == 1 and isinstance(errors[0], OperationalError)
+        assert "database is locked" in str(errors[0])
+        # The lock is free again: the same connection writes at once.
+        insert(second, "third")
+        with first["default"].cursor() as cursor:
+            cursor.execute("SELECT text FROM notes ORDER BY id")
+            assert [row[0] for row in cursor.fetchall()] == ["first", "third"]
+    finally:
+        second.close_all()
