@@ -183,7 +183,7 @@ def database_url() -> str:
 
 
 class Worker:
-    """Another hub process (uvicorn) on the same database and Redis, like a scaled deployment."""
+    """Another hub worker process on the same database and Redis, like a scaled deployment."""
 
     def __init__(self, **extra_env: str) -> None:
         import os
@@ -205,22 +205,9 @@ class Worker:
             "DJANGO_SETTINGS_MODULE": "config.settings",
             **extra_env,
         }
+        # What `a2a serve --workers N` runs for each worker.
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "config.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-                "--lifespan",
-                "on",
-            ],
-            env=env,
+            [sys.executable, "-m", "a2a_core.cli.worker", "127.0.0.1", str(self.port)], env=env
         )
 
     def wait(self, timeout: float = 30) -> Worker:
