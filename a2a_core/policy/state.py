@@ -21,11 +21,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
 
 from a2a_core.models import BreakerState, PolicyCounter
 from a2a_core.policy.decide import CLOSED, BreakerView
 from a2a_core.schemas.policy import Breaker, RateLimits
+from a2a_core.services.rows import marks, select_rows
 
 MINUTE, HOUR = 60, 3600
 
@@ -209,18 +209,26 @@ class DatabaseState(PolicyState):
         return _LockedWindows(counts)
 
     def breakers(self, targets: Iterable[str], now: float) -> dict[str, BreakerView]:
-        return self._views(BreakerState.objects.filter(agent_slug__in=set(targets)), now)
+        slugs = sorted(set(targets))
+        if not slugs:
+            return {}
+        return self._views(f"agent_slug IN ({marks(len(slugs))}) AND", slugs, now)
 
     def tripped(self, now: float) -> dict[str, BreakerView]:
-        return self._views(BreakerState.objects.all(), now)
+        return self._views("", [], now)
 
     @staticmethod
-    def _views(rows: Any, now: float) -> dict[str, BreakerView]:
+    def _views(where: str, params: list[Any], now: float) -> dict[str, BreakerView]:
+        # Read for every batch of messages: plain SQL, not a queryset compiled each time.
+        rows = select_rows(
+            BreakerState,
+            ("agent_slug", "failures", "opened_until", "probe_until"),
+            f"{where} (failures > 0 OR opened_until IS NOT NULL)",
+            params,
+        )
         return {
             slug: breaker_view(failures, _ts(opened), _ts(probe), now)
-            for slug, failures, opened, probe in rows.filter(
-                Q(failures__gt=0) | Q(opened_until__isnull=False)
-            ).values_list("agent_slug", "failures", "opened_until", "probe_until")
+            for slug, failures, opened, probe in rows
         }
 
     def claim_probe(self, target: str, now: float, hold_seconds: float) -> bool:

@@ -1,14 +1,16 @@
-"""Writing many rows of one model in one statement, for the group-commit paths.
+"""Reading and writing many rows of one model in one statement, for the group-commit paths.
 
-Django's `bulk_update` builds a CASE expression per field and row, and `bulk_create` compiles
-its statement through the ORM on every call; at the batch sizes the hub sees both cost more
-than the writes themselves. These helpers send one statement, with every value adapted by its
-field exactly as `save()` would.
+Django's `bulk_update` builds a CASE expression per field and row, `bulk_create` compiles its
+statement through the ORM on every call, and so does every queryset; at the batch sizes the
+hub sees, compiling costs more than the statements themselves. These helpers send one
+statement, with every value adapted (written) or converted (read) by its field exactly as the
+ORM would.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any, cast
 
 from django.db import connection
@@ -51,6 +53,67 @@ def _saved(objs: Sequence[Model]) -> None:
         # As Model.save() does: a later save() must UPDATE these rows, not insert them again.
         obj._state.adding = False
         obj._state.db = connection.alias
+
+
+@cache
+def _converters(
+    model: type[Model], fields: tuple[str, ...], vendor: str
+) -> list[tuple[int, list[Callable[..., Any]], Any]]:
+    """Per column read back: the backend's and the field's converters, as the ORM applies
+    them to query results (datetimes from SQLite text, JSON, ...)."""
+    found = []
+    for index, field in enumerate(_fields(model._meta, fields)):
+        column = field.get_col(model._meta.db_table)
+        chain = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        if chain:
+            found.append((index, chain, column))
+    return found
+
+
+def select_rows(
+    model: type[Model],
+    fields: Sequence[str],
+    where: str,
+    params: Sequence[Any],
+    *,
+    order_by: str = "",
+    for_update: bool = False,
+) -> list[list[Any]]:
+    """`SELECT fields FROM model's table WHERE where` (SQL, `%s` for `params`), each value
+    converted as the ORM would. `for_update` locks the rows where the database can."""
+    quote = connection.ops.quote_name
+    columns = ", ".join(_column(f) for f in _fields(model._meta, fields))
+    sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} WHERE {where}"
+    if order_by:
+        sql += f" ORDER BY {quote(order_by)}"
+    if for_update and connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = [list(row) for row in cursor.fetchall()]
+    converters = _converters(model, tuple(fields), connection.vendor)
+    if converters:
+        for row in rows:
+            for index, chain, column in converters:
+                for convert in chain:
+                    row[index] = convert(row[index], column, connection)
+    return rows
+
+
+def select_models[M: Model](
+    model: type[M], where: str, params: Sequence[Any], **options: Any
+) -> list[M]:
+    """Model instances (every concrete field loaded) for `select_rows`' rows."""
+    names = tuple(f.attname for f in model._meta.concrete_fields)
+    return [
+        model.from_db(connection.alias, names, row)
+        for row in select_rows(model, names, where, params, **options)
+    ]
+
+
+def marks(count: int) -> str:
+    """`%s, %s, ...`: placeholders for an IN list of `count` values."""
+    return ", ".join(["%s"] * count)
 
 
 def insert_rows(objs: Sequence[Model]) -> None:

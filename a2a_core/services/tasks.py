@@ -45,7 +45,14 @@ from a2a_core.schemas.a2a import (
     without_hub_metadata,
 )
 from a2a_core.services.classify import classify, message_item, message_row
-from a2a_core.services.rows import insert_returning_pks, insert_values, update_rows, update_values
+from a2a_core.services.rows import (
+    insert_returning_pks,
+    insert_values,
+    marks,
+    select_models,
+    update_rows,
+    update_values,
+)
 
 log = get_logger("tasks")
 
@@ -275,9 +282,12 @@ class _UnitOfWork:
 
     def __init__(self, task_ids: Sequence[str]) -> None:
         # Rows are locked in id order so two batches never wait on each other in a cycle.
+        ids = sorted(set(task_ids))
         self.tasks: dict[str, Task] = {
             t.pk: t
-            for t in Task.objects.select_for_update().filter(pk__in=set(task_ids)).order_by("pk")
+            for t in select_models(
+                Task, f"id IN ({marks(len(ids))})", ids, order_by="id", for_update=True
+            )
         }
         self.replies: list[tuple[Message, Task]] = []
         # (task, seq, kind, state, payload, created_at) rows for the event log

@@ -351,6 +351,40 @@ async def test_target_down_over_rest_is_502(hub, raw):
     assert error_info(response.json())["metadata"]["agent"] == "ghost"
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "said"),
+    [(500, b"upstream broke", "HTTP Error 500"), (200, b"<html>not json</html>", "JSON Decode")],
+)
+async def test_target_answering_what_is_not_a2a_fails_the_task_with_what_it_said(
+    hub, sdk, status, body, said
+):
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from tests.servers import ServerThread
+
+    async def broken(_request: Any) -> Response:
+        return Response(body, status_code=status, media_type="text/html")
+
+    server = ServerThread(Starlette(routes=[Route("/", broken, methods=["POST"])])).start()
+    try:
+        await hub.register_card(make_card("broken", url=f"{server.url}/"))
+        _, token = await hub.caller("alpha")
+        client = await sdk("broken", token)
+        with pytest.raises(Exception, match=f"broken failed: .*{said}") as exc:
+            await send(client, request("echo anyone?", message_id="to-broken"))
+        assert "-32056" in str(exc.value)
+    finally:
+        server.stop()
+    message = await db(
+        lambda: MessageRow.objects.select_related("task").get(message_id="to-broken")
+    )
+    assert message.task.state == "failed"
+    assert said in message.task.reason
+    assert message.delivery_state == "failed"
+
+
 async def test_target_slow_past_the_timeout_ends_in_a_failed_task_not_a_hang(hub, sdk):
     await hub.endpoint_agent("sloth")
     _, token = await hub.caller("alpha")
