@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 from a2a_core.logging import get_logger
@@ -63,11 +63,14 @@ async def unbind() -> None:
 
 async def _publish_forever(queue: asyncio.Queue[list[tuple[str, Event]]]) -> None:
     layer = get_channel_layer()
+    # The in-memory layer's groups are all in this process: one nobody joined has nobody to
+    # tell (every call wakes a `task.<id>` and two `agent.<id>` groups, mostly unwatched).
+    in_memory = isinstance(layer, InMemoryChannelLayer)
     while True:
         batch = await queue.get()
         for group, payload in batch:
             _notify_local(group, payload)
-            if layer is None:
+            if layer is None or (in_memory and not layer.groups.get(group)):
                 continue
             try:
                 await layer.group_send(group, payload)
