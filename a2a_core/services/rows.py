@@ -13,10 +13,39 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, cast
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django.db.models.options import Options
 from django.utils import timezone
+
+Adapt = Callable[[Any, BaseDatabaseWrapper], Any]
+
+# Fields whose `get_db_prep_save` returns a value of this exact type unchanged (and None as
+# None); these rows are written once or twice per call, so skipping the call chain counts.
+_UNCHANGED: dict[type[Field[Any, Any]], type] = {
+    models.CharField: str,
+    models.TextField: str,
+    models.SlugField: str,
+    models.BooleanField: bool,
+}
+# Integers too, where the backend passes them on as they are (PostgreSQL wraps them in
+# typed parameters).
+_UNCHANGED_INTEGERS: dict[type[Field[Any, Any]], type] = {
+    models.IntegerField: int,
+    models.PositiveIntegerField: int,
+    models.PositiveSmallIntegerField: int,
+    models.SmallIntegerField: int,
+    models.BigIntegerField: int,
+    models.AutoField: int,
+    models.BigAutoField: int,
+}
+
+
+def _db() -> BaseDatabaseWrapper:
+    """This thread's connection itself: `django.db.connection` is a proxy that looks it up
+    again on every attribute access."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def _fields(meta: Options[Any], names: Sequence[str]) -> list[Field[Any, Any]]:
@@ -28,12 +57,36 @@ def _pk(meta: Options[Any]) -> Field[Any, Any]:
     return meta.pk
 
 
-def _column(field: Field[Any, Any]) -> str:
-    return connection.ops.quote_name(field.column or field.attname)
+def _column(field: Field[Any, Any], db: BaseDatabaseWrapper) -> str:
+    return db.ops.quote_name(field.column or field.attname)
 
 
-def _execute(sql: str, params: list[list[Any]]) -> None:
-    with connection.cursor() as cursor:
+@cache
+def _adapter(field: Field[Any, Any], vendor: str) -> Adapt:
+    """`field.get_db_prep_save`, short-circuited for values it would return unchanged."""
+    prep: Adapt = field.get_db_prep_save
+    relation = isinstance(field, models.ForeignKey)
+    target = field.target_field if isinstance(field, models.ForeignKey) else field
+    unchanged = _UNCHANGED | (_UNCHANGED_INTEGERS if vendor == "sqlite" else {})
+    plain = unchanged.get(type(target))
+    if plain is None:
+        return prep
+
+    def adapt(value: Any, db: BaseDatabaseWrapper) -> Any:
+        # A relation turns "" into NULL: left to the field.
+        if value is None or (type(value) is plain and not (relation and value == "")):
+            return value
+        return prep(value, db)
+
+    return adapt
+
+
+def _adapters(fields: Sequence[Field[Any, Any]], db: BaseDatabaseWrapper) -> list[Adapt]:
+    return [_adapter(f, db.vendor) for f in fields]
+
+
+def _execute(sql: str, params: list[list[Any]], db: BaseDatabaseWrapper) -> None:
+    with db.cursor() as cursor:
         cursor.executemany(sql, params)
 
 
@@ -48,25 +101,30 @@ def _stamped(objs: Sequence[Model], fields: Sequence[Field[Any, Any]]) -> None:
             setattr(obj, f.attname, now)
 
 
-def _saved(objs: Sequence[Model]) -> None:
+def _saved(objs: Sequence[Model], db: BaseDatabaseWrapper) -> None:
     for obj in objs:
         # As Model.save() does: a later save() must UPDATE these rows, not insert them again.
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = db.alias
 
 
-@cache
-def _converters(
-    model: type[Model], fields: tuple[str, ...], vendor: str
-) -> list[tuple[int, list[Callable[..., Any]], Any]]:
+Converters = list[tuple[int, list[Callable[..., Any]], Any]]
+_converters_by_shape: dict[tuple[type[Model], tuple[str, ...], str], Converters] = {}
+
+
+def _converters(model: type[Model], fields: tuple[str, ...], db: BaseDatabaseWrapper) -> Converters:
     """Per column read back: the backend's and the field's converters, as the ORM applies
     them to query results (datetimes from SQLite text, JSON, ...)."""
-    found = []
-    for index, field in enumerate(_fields(model._meta, fields)):
-        column = field.get_col(model._meta.db_table)
-        chain = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-        if chain:
-            found.append((index, chain, column))
+    key = (model, fields, db.vendor)
+    found = _converters_by_shape.get(key)
+    if found is None:
+        found = []
+        for index, field in enumerate(_fields(model._meta, fields)):
+            column = field.get_col(model._meta.db_table)
+            chain = db.ops.get_db_converters(column) + column.get_db_converters(db)
+            if chain:
+                found.append((index, chain, column))
+        _converters_by_shape[key] = found
     return found
 
 
@@ -81,22 +139,23 @@ def select_rows(
 ) -> list[list[Any]]:
     """`SELECT fields FROM model's table WHERE where` (SQL, `%s` for `params`), each value
     converted as the ORM would. `for_update` locks the rows where the database can."""
-    quote = connection.ops.quote_name
-    columns = ", ".join(_column(f) for f in _fields(model._meta, fields))
+    db = _db()
+    quote = db.ops.quote_name
+    columns = ", ".join(_column(f, db) for f in _fields(model._meta, fields))
     sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} WHERE {where}"
     if order_by:
         sql += f" ORDER BY {quote(order_by)}"
-    if for_update and connection.features.has_select_for_update:
+    if for_update and db.features.has_select_for_update:
         sql += " FOR UPDATE"
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         rows = [list(row) for row in cursor.fetchall()]
-    converters = _converters(model, tuple(fields), connection.vendor)
+    converters = _converters(model, tuple(fields), db)
     if converters:
         for row in rows:
             for index, chain, column in converters:
                 for convert in chain:
-                    row[index] = convert(row[index], column, connection)
+                    row[index] = convert(row[index], column, db)
     return rows
 
 
@@ -105,8 +164,9 @@ def select_models[M: Model](
 ) -> list[M]:
     """Model instances (every concrete field loaded) for `select_rows`' rows."""
     names = tuple(f.attname for f in model._meta.concrete_fields)
+    alias = _db().alias
     return [
-        model.from_db(connection.alias, names, row)
+        model.from_db(alias, names, row)
         for row in select_rows(model, names, where, params, **options)
     ]
 
@@ -123,17 +183,22 @@ def insert_rows(objs: Sequence[Model]) -> None:
     """
     if not objs:
         return
+    db = _db()
     meta = type(objs[0])._meta
     fields = list(meta.concrete_fields)
     _stamped(objs, fields)
-    quote = connection.ops.quote_name
-    columns = ", ".join(_column(f) for f in fields)
-    marks = ", ".join(["%s"] * len(fields))
+    columns = ", ".join(_column(f, db) for f in fields)
+    adapters = _adapters(fields, db)
+    names = [f.attname for f in fields]
     _execute(
-        f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({marks})",
-        [[f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields] for obj in objs],
+        f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({columns}) VALUES ({marks(len(fields))})",
+        [
+            [adapt(getattr(obj, name), db) for adapt, name in zip(adapters, names, strict=True)]
+            for obj in objs
+        ],
+        db,
     )
-    _saved(objs)
+    _saved(objs, db)
 
 
 def insert_returning_pks(objs: Sequence[Model]) -> None:
@@ -144,46 +209,48 @@ def insert_returning_pks(objs: Sequence[Model]) -> None:
     """
     if not objs:
         return
+    db = _db()
     meta = type(objs[0])._meta
     pk = _pk(meta)
     fields = [f for f in meta.concrete_fields if f is not pk]
     _stamped(objs, fields)
-    quote = connection.ops.quote_name
-    columns = ", ".join(_column(f) for f in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    size = max(1, connection.ops.bulk_batch_size(fields, objs))
+    columns = ", ".join(_column(f, db) for f in fields)
+    adapters = _adapters(fields, db)
+    names = [f.attname for f in fields]
+    row = f"({marks(len(fields))})"
+    size = max(1, db.ops.bulk_batch_size(fields, objs))
     for start in range(0, len(objs), size):
         chunk = objs[start : start + size]
         params = [
-            f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in chunk for f in fields
+            adapt(getattr(obj, name), db)
+            for obj in chunk
+            for adapt, name in zip(adapters, names, strict=True)
         ]
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES "
-                f"{', '.join([row] * len(chunk))} RETURNING {_column(pk)}",
+                f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({columns}) VALUES "
+                f"{', '.join([row] * len(chunk))} RETURNING {_column(pk, db)}",
                 params,
             )
             keys = cursor.fetchall()
         for obj, (key,) in zip(chunk, keys, strict=True):
             setattr(obj, pk.attname, key)
-    _saved(objs)
+    _saved(objs, db)
 
 
 def insert_values(model: type[Model], fields: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """`INSERT` plain rows of values for `fields`: no model instance for rows nothing reads back."""
     if not rows:
         return
+    db = _db()
     meta = model._meta
     columns = _fields(meta, fields)
-    quote = connection.ops.quote_name
-    names = ", ".join(_column(c) for c in columns)
-    marks = ", ".join(["%s"] * len(columns))
+    adapters = _adapters(columns, db)
+    names = ", ".join(_column(c, db) for c in columns)
     _execute(
-        f"INSERT INTO {quote(meta.db_table)} ({names}) VALUES ({marks})",
-        [
-            [c.get_db_prep_save(value, connection) for c, value in zip(columns, row, strict=True)]
-            for row in rows
-        ],
+        f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({names}) VALUES ({marks(len(columns))})",
+        [[adapt(value, db) for adapt, value in zip(adapters, row, strict=True)] for row in rows],
+        db,
     )
 
 
@@ -193,18 +260,20 @@ def update_values(
     """`UPDATE ... SET fields WHERE pk` from plain (pk, values) rows."""
     if not rows:
         return
+    db = _db()
     meta = model._meta
     columns = _fields(meta, fields)
+    adapters = _adapters(columns, db)
     pk = _pk(meta)
-    quote = connection.ops.quote_name
-    assignments = ", ".join(f"{_column(c)} = %s" for c in columns)
+    adapt_pk = _adapter(pk, db.vendor)
+    assignments = ", ".join(f"{_column(c, db)} = %s" for c in columns)
     _execute(
-        f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {_column(pk)} = %s",
+        f"UPDATE {db.ops.quote_name(meta.db_table)} SET {assignments} WHERE {_column(pk, db)} = %s",
         [
-            [c.get_db_prep_save(v, connection) for c, v in zip(columns, values, strict=True)]
-            + [pk.get_db_prep_save(key, connection)]
+            [adapt(v, db) for adapt, v in zip(adapters, values, strict=True)] + [adapt_pk(key, db)]
             for key, values in rows
         ],
+        db,
     )
 
 
