@@ -81,13 +81,15 @@ class _JsonRpcTransport(JsonRpcTransport):
     ) -> None:
         super().__init__(http, card, url, is_shared_httpx=True)
         self._session = session
+        # What the SDK's client factory put on the shared client (A2A-Version).
+        self._headers = {**http.headers, "Content-Type": "application/json"}
 
     async def _send_request(
         self, payload: dict[str, Any], context: ClientCallContext | None = None
     ) -> dict[str, Any]:
         if self._session.closed:
             raise A2AClientError("HTTP client is closed")
-        headers = {**self.httpx_client.headers, "Content-Type": "application/json"}
+        headers = dict(self._headers)
         timeout = None
         if context is not None:
             headers.update(context.service_parameters or {})
@@ -124,7 +126,10 @@ class EndpointForwarder:
     def __init__(self) -> None:
         # aiohttp carries httpx's requests: httpx's own pool re-checks every idle connection
         # on each request and costs more than twice the CPU per call (bench/throughput.py).
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=500))
+        # No cookie jar: a cookie one agent sets must not reach another (cookies ignore ports).
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=500), cookie_jar=aiohttp.DummyCookieJar()
+        )
         self._http = httpx.AsyncClient(
             transport=AiohttpTransport(client=self._session), timeout=httpx.Timeout(30.0)
         )

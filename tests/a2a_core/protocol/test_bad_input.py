@@ -385,6 +385,50 @@ async def test_target_answering_what_is_not_a2a_fails_the_task_with_what_it_said
     assert message.delivery_state == "failed"
 
 
+async def test_a_cookie_one_agent_sets_never_reaches_another_agent(hub, sdk):
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from tests.servers import ServerThread
+
+    seen: dict[str, list[str | None]] = {"setter": [], "other": []}
+
+    def agent(name: str) -> Starlette:
+        async def answer(request: Request) -> JSONResponse:
+            seen[name].append(request.headers.get("cookie"))
+            body = await request.json()
+            reply = {"messageId": f"{name}-{len(seen[name])}", "role": "ROLE_AGENT"}
+            response = JSONResponse(
+                {
+                    "jsonrpc": "2.0",
+                    "id": body["id"],
+                    "result": {"message": {**reply, "parts": [{"text": "ok"}]}},
+                }
+            )
+            if name == "setter":
+                response.set_cookie("session", "setter-secret")
+            return response
+
+        return Starlette(routes=[Route("/", answer, methods=["POST"])])
+
+    servers = [ServerThread(agent(name)).start() for name in ("setter", "other")]
+    try:
+        for name, server in zip(("setter", "other"), servers, strict=True):
+            # A host name: cookie jars ignore cookies from bare IP addresses.
+            await hub.register_card(make_card(name, url=f"http://localhost:{server.port}/"))
+        _, token = await hub.caller("alpha")
+        for name in ("setter", "setter", "other"):
+            await send(
+                await sdk(name, token), request("hello", message_id=f"to-{name}-{len(seen[name])}")
+            )
+    finally:
+        for server in servers:
+            server.stop()
+    assert seen == {"setter": [None, None], "other": [None]}
+
+
 async def test_target_slow_past_the_timeout_ends_in_a_failed_task_not_a_hang(hub, sdk):
     await hub.endpoint_agent("sloth")
     _, token = await hub.caller("alpha")
