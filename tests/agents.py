@@ -157,10 +157,10 @@ class ScriptedExecutor(AgentExecutor):
 
 
 def agent_card(
-    name: str, url: str, *, streaming: bool = True, binding: str = "JSONRPC"
+    name: str, url: str, *, streaming: bool = True, binding: str = "JSONRPC", version: str = "1.0"
 ) -> AgentCard:
     interfaces = [
-        AgentInterface(url=f"{url}/", protocol_binding="JSONRPC", protocol_version="1.0"),
+        AgentInterface(url=f"{url}/", protocol_binding="JSONRPC", protocol_version=version),
         AgentInterface(url=f"{url}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"),
     ]
     if binding == "HTTP+JSON":
@@ -201,12 +201,16 @@ class ScriptedAgent:
         streaming: bool = True,
         binding: str = "JSONRPC",
         port: int | None = None,
+        version: str = "1.0",
     ) -> None:
         self.name = name
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.state = AgentState()
-        self.card = agent_card(name, self.url, streaming=streaming, binding=binding)
+        # version "0.3": the card offers JSON-RPC in A2A 0.3 (the SDK's compatibility mode).
+        self.card = agent_card(
+            name, self.url, streaming=streaming, binding=binding, version=version
+        )
         handler = DefaultRequestHandler(
             agent_executor=ScriptedExecutor(self.state),
             task_store=InMemoryTaskStore(),
@@ -215,7 +219,7 @@ class ScriptedAgent:
         app = Starlette(
             routes=[
                 *create_agent_card_routes(self.card),
-                *create_jsonrpc_routes(handler, "/"),
+                *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=version == "0.3"),
                 *create_rest_routes(handler, path_prefix="/rest"),
             ]
         )

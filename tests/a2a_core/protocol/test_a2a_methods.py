@@ -60,6 +60,21 @@ async def test_blocking_send_answers_with_the_finished_task_and_stores_what_cros
     assert MessageToDict(fetched) == MessageToDict(task)
 
 
+async def test_an_agent_that_speaks_a2a_0_3_is_called_in_0_3(hub, sdk, binding):
+    scripted, _, _ = await hub.endpoint_agent("elder", version="0.3")
+    _, token = await hub.caller("alpha")
+    client = await sdk("elder", token, binding=binding)
+
+    task = await send(client, request("echo from 1.0", message_id="m-elder"))
+
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [p.text for p in task.artifacts[0].parts] == ["echo: from 1.0"]
+    # The hub called the agent in 0.3 (no A2A-Version 1.0 header), which answered in kind.
+    [forwarded] = [r for r in scripted.state.requests if r.get("content-type")]
+    assert forwarded.get("a2a-version", "0.3") == "0.3"
+    assert (await stored_task(task.id)).state == "completed"
+
+
 async def test_return_immediately_answers_at_once_and_the_task_finishes_in_the_background(
     hub, sdk, binding
 ):
