@@ -68,6 +68,9 @@ def traceparent(trace_id: str) -> str:
     return f"00-{trace_id}-{random.getrandbits(64) or 1:016x}-01"
 
 
+_TRANSPORT_HEADERS = frozenset({"accept-encoding", "connection", "user-agent"})
+
+
 class _JsonRpcTransport(JsonRpcTransport):
     """The SDK's JSON-RPC transport, its unary calls posted with aiohttp directly.
 
@@ -81,8 +84,14 @@ class _JsonRpcTransport(JsonRpcTransport):
     ) -> None:
         super().__init__(http, card, url, is_shared_httpx=True)
         self._session = session
-        # What the SDK's client factory put on the shared client (A2A-Version).
-        self._headers = {**http.headers, "Content-Type": "application/json"}
+        # What the SDK's client factory put on the shared client (A2A-Version); aiohttp sets
+        # the transport's own (Accept-Encoding: only what it can decode, Connection, User-Agent).
+        self._headers = {
+            name: value
+            for name, value in http.headers.items()
+            if name.lower() not in _TRANSPORT_HEADERS
+        }
+        self._headers["Content-Type"] = "application/json"
 
     async def _send_request(
         self, payload: dict[str, Any], context: ClientCallContext | None = None

@@ -34,13 +34,15 @@ pytestmark = [pytest.mark.live, pytest.mark.parametrize("binding", BINDINGS)]
 async def test_blocking_send_answers_with_the_finished_task_and_stores_what_crossed_the_wire(
     hub, sdk, binding
 ):
-    await hub.endpoint_agent("echo")
+    scripted, _, _ = await hub.endpoint_agent("echo")
     _, token = await hub.caller("alpha")
     client = await sdk("echo", token, binding=binding)
 
     task = await send(client, request("echo hello", message_id="m-hello"))
 
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    [forwarded] = [r for r in scripted.state.requests if r.get("content-type")]
+    assert forwarded["a2a-version"] == "1.0"
     assert [p.text for p in task.artifacts[0].parts] == ["echo: hello"]
     row = await stored_task(task.id)
     assert (row.caller.slug, row.target.slug, row.state) == ("alpha", "echo", "completed")
