@@ -10,6 +10,7 @@ connection pool in a burst lands all of it on one worker while the others idle.)
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 
@@ -43,4 +44,7 @@ def run(host: str, port: int) -> None:
 if __name__ == "__main__":
     if len(sys.argv) != 3 or not sys.argv[2].isdigit():
         sys.exit("usage: python -m a2a_core.cli.worker HOST PORT")
-    run(sys.argv[1], int(sys.argv[2]))
+    # Ctrl-C at a terminal reaches every process of the group: uvicorn shuts down gracefully,
+    # then re-raises it. `a2a serve` says "stopping…"; a traceback here would add nothing.
+    with contextlib.suppress(KeyboardInterrupt):
+        run(sys.argv[1], int(sys.argv[2]))

@@ -89,6 +89,8 @@ class Serve:
             stderr=stderr,
             text=True,
             preexec_fn=ignore_sigint,
+            # Its own process group, as a shell gives a command: `interrupt(terminal=True)`.
+            process_group=0,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
@@ -122,9 +124,13 @@ class Serve:
     def children(self) -> list[int]:
         return children_of(self.process.pid)
 
-    def interrupt(self, timeout: float = 30) -> int:
-        """Ctrl-C: SIGINT, then its exit status."""
-        self.process.send_signal(signal.SIGINT)
+    def interrupt(self, timeout: float = 30, *, terminal: bool = False) -> int:
+        """SIGINT, then its exit status. `terminal`: as Ctrl-C at a terminal sends it, to every
+        process of the group (the hub's workers and the demo agents get it too)."""
+        if terminal:
+            os.killpg(self.process.pid, signal.SIGINT)
+        else:
+            self.process.send_signal(signal.SIGINT)
         return self.process.wait(timeout=timeout)
 
     def __enter__(self) -> Serve:

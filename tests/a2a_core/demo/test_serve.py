@@ -38,7 +38,7 @@ def test_serve_starts_the_hub_with_the_demo_and_ctrl_c_stops_everything(
         assert serve.wait_for("demo agents:", 90), serve.output
         assert serve.wait_for("director -> ", 30), serve.output
         children = serve.children()
-        code = serve.interrupt()
+        code = serve.interrupt(terminal=True)
 
     output = serve.output
     errors = (tmp_path / "stderr.txt").read_text()
