@@ -212,18 +212,19 @@ class DatabaseState(PolicyState):
         slugs = sorted(set(targets))
         if not slugs:
             return {}
-        return self._views(f"agent_slug IN ({marks(len(slugs))}) AND", slugs, now)
+        return self._views(f"agent_slug IN ({marks(len(slugs))})", slugs, now)
 
     def tripped(self, now: float) -> dict[str, BreakerView]:
         return self._views("", [], now)
 
     @staticmethod
-    def _views(where: str, params: list[Any], now: float) -> dict[str, BreakerView]:
+    def _views(among: str, params: list[Any], now: float) -> dict[str, BreakerView]:
         # Read for every batch of messages: plain SQL, not a queryset compiled each time.
+        counting = "(failures > 0 OR opened_until IS NOT NULL)"
         rows = select_rows(
             BreakerState,
             ("agent_slug", "failures", "opened_until", "probe_until"),
-            f"{where} (failures > 0 OR opened_until IS NOT NULL)",
+            f"{among} AND {counting}" if among else counting,
             params,
         )
         return {

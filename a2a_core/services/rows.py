@@ -65,8 +65,10 @@ def _column(field: Field[Any, Any], db: BaseDatabaseWrapper) -> str:
 def _adapter(field: Field[Any, Any], vendor: str) -> Adapt:
     """`field.get_db_prep_save`, short-circuited for values it would return unchanged."""
     prep: Adapt = field.get_db_prep_save
-    relation = isinstance(field, models.ForeignKey)
-    target = field.target_field if isinstance(field, models.ForeignKey) else field
+    if isinstance(field, models.ForeignKey):
+        relation, target = True, field.target_field
+    else:
+        relation, target = False, field
     unchanged = _UNCHANGED | (_UNCHANGED_INTEGERS if vendor == "sqlite" else {})
     plain = unchanged.get(type(target))
     if plain is None:
