@@ -68,6 +68,8 @@ def traceparent(trace_id: str) -> str:
     return f"00-{trace_id}-{random.getrandbits(64) or 1:016x}-01"
 
 
+# How long a connection to an agent is kept for reuse.
+IDLE_CONNECTION_SECONDS = 4.0
 _TRANSPORT_HEADERS = frozenset({"accept-encoding", "connection", "user-agent"})
 
 
@@ -136,8 +138,12 @@ class EndpointForwarder:
         # aiohttp carries httpx's requests: httpx's own pool re-checks every idle connection
         # on each request and costs more than twice the CPU per call (bench/throughput.py).
         # No cookie jar: a cookie one agent sets must not reach another (cookies ignore ports).
+        # Idle connections are dropped before agents' servers usually drop them (uvicorn after
+        # 5 s): a call sent on a connection the server is closing fails with "Server
+        # disconnected" although the agent is up.
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=500), cookie_jar=aiohttp.DummyCookieJar()
+            connector=aiohttp.TCPConnector(limit=500, keepalive_timeout=IDLE_CONNECTION_SECONDS),
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         self._http = httpx.AsyncClient(
             transport=AiohttpTransport(client=self._session), timeout=httpx.Timeout(30.0)
