@@ -16,13 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.layers import get_channel_layer
 
 from a2a_core import agent_cache
 from a2a_core.asyncdb import db
 from a2a_core.logging import get_logger
+
+if TYPE_CHECKING:
+    from a2a_core.sqlite.base import Checkpointer
 
 log = get_logger("runtime")
 
@@ -33,6 +36,7 @@ GROUPS = ("policy", "agents", "outbox")
 
 _tasks: list[asyncio.Task[None]] = []
 _outbox_wake: asyncio.Event | None = None
+_checkpointer: Checkpointer | None = None
 
 
 async def _bus() -> None:
@@ -123,10 +127,27 @@ async def _pusher() -> None:
         await pusher.close()
 
 
+def _checkpoint_aside() -> None:
+    """SQLite: this process's checkpoints on a thread of their own (see a2a_core/sqlite)."""
+    global _checkpointer
+    from django.db import connections
+
+    from a2a_core.sqlite.base import Checkpointer, DatabaseWrapper
+
+    if _checkpointer is not None:
+        return
+    database = connections["default"]
+    if isinstance(database, DatabaseWrapper) and not database.is_in_memory_db():
+        _checkpointer = Checkpointer(database.settings_dict["NAME"]).start()
+        # The database thread's connection was made before: the next one skips checkpoints.
+        database.close()
+
+
 async def start() -> None:
     global _outbox_wake
     if _tasks:
         return
+    await db(_checkpoint_aside)
     _outbox_wake = asyncio.Event()
     loop = asyncio.get_running_loop()
     for name, coroutine in (
@@ -139,9 +160,12 @@ async def start() -> None:
 
 
 async def stop() -> None:
-    global _outbox_wake
+    global _outbox_wake, _checkpointer
     for task in _tasks:
         task.cancel()
     await asyncio.gather(*_tasks, return_exceptions=True)
     _tasks.clear()
     _outbox_wake = None
+    if _checkpointer is not None:
+        await asyncio.to_thread(_checkpointer.stop)
+        _checkpointer = None

@@ -6,20 +6,32 @@ tries, so a second writer — another thread, or another hub process (`a2a serve
 often sleeps far longer than the few milliseconds the holder needs. Here the connections first
 take an exclusive lock on `<database>-writer.lock`, retried within a millisecond, so writers
 follow each other closely; SQLite's own lock and busy timeout still apply to anything else.
+
+A server process also copies the write-ahead log back into the database on a thread of its
+own (`Checkpointer`), so that no group commit has to (see there).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
+import threading
 import time
 from typing import Any
 
 from django.db.backends.sqlite3 import base
 
+from a2a_core.logging import get_logger
+
+log = get_logger("sqlite")
+
 # How long a writer waits for the lock before it lets SQLite decide (`PRAGMA busy_timeout`).
 WAIT_SECONDS = 10.0
 _LONGEST_NAP = 0.001
+# Databases whose checkpoints a `Checkpointer` of this process makes: its connections leave
+# them alone.
+_checkpointed_aside: set[str] = set()
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -28,6 +40,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
         conn = super().get_new_connection(conn_params)
+        if self.settings_dict["NAME"] in _checkpointed_aside:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
         if not self.is_in_memory_db():
             path = f"{self.settings_dict['NAME']}-writer.lock"
             self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -81,3 +95,41 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self._locked and self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             self._locked = False
+
+
+class Checkpointer:
+    """Copies the write-ahead log back into the database every `every` seconds, on a thread
+    and connection of its own.
+
+    By default SQLite checkpoints in whichever commit takes the log past 1,000 pages: that
+    commit waits for the copy and its fsyncs, and under load a group commit carries dozens of
+    calls, all waiting with it. While a Checkpointer runs, this process's connections to its
+    database made from then on skip those checkpoints; a passive checkpoint here never blocks
+    them. Other processes (the CLI, other workers) keep SQLite's default."""
+
+    def __init__(self, path: str, every: float = 1.0) -> None:
+        self.path = path
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hub-checkpoint", daemon=True)
+
+    def start(self) -> Checkpointer:
+        _checkpointed_aside.add(self.path)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        _checkpointed_aside.discard(self.path)
+        self._stop.set()
+        self._thread.join(timeout=WAIT_SECONDS)
+
+    def _run(self) -> None:
+        db = sqlite3.connect(self.path, timeout=WAIT_SECONDS)
+        try:
+            while not self._stop.wait(self.every):
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error:
+                    log.warning("WAL checkpoint failed", exc_info=True)
+        finally:
+            db.close()

@@ -1,9 +1,11 @@
 """The hub's SQLite backend: writers queue on the database's writer lock file, and one that has
-waited too long gets SQLite's own error instead of hanging."""
+waited too long gets SQLite's own error instead of hanging; a server's checkpoints run aside."""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,6 +15,7 @@ from django.db import OperationalError
 from django.db.utils import ConnectionHandler
 
 from a2a_core.sqlite import base as writer_lock
+from a2a_core.sqlite.base import Checkpointer
 
 
 def sqlite_database(path, busy_ms: int = 10_000) -> ConnectionHandler:
@@ -117,3 +120,52 @@ def test_a_writer_kept_waiting_past_the_timeout_gets_sqlites_error_and_writes_no
             assert [row[0] for row in cursor.fetchall()] == ["first", "third"]
     finally:
         second.close_all()
+
+
+def autocheckpoint(connections: ConnectionHandler) -> int:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("PRAGMA wal_autocheckpoint")
+        return int(cursor.fetchone()[0])
+
+
+def test_while_a_checkpointer_runs_its_databases_connections_leave_checkpoints_to_it(
+    database, tmp_path
+):
+    path, _ = database
+    other = sqlite_database(tmp_path / "other.sqlite3")
+    checkpointer = Checkpointer(str(path), every=0.1).start()
+    try:
+        aside = sqlite_database(path)
+        assert autocheckpoint(aside) == 0
+        # Another database's connections keep SQLite's default.
+        assert autocheckpoint(other) == 1000
+        aside.close_all()
+    finally:
+        checkpointer.stop()
+        other.close_all()
+    after = sqlite_database(path)
+    assert autocheckpoint(after) == 1000
+    after.close_all()
+
+
+def test_the_checkpointer_copies_the_log_back_into_the_database(database):
+    path, _ = database
+    checkpointer = Checkpointer(str(path), every=0.1).start()
+    writer = sqlite_database(path)
+    try:
+        with writing(writer) as cursor:
+            cursor.executemany(
+                "INSERT INTO notes (text) VALUES (%s)", [["x" * 4000] for _ in range(500)]
+            )
+        # The writer's connection stays open and never checkpoints: only the checkpointer
+        # moves the two megabytes from the log into the database file.
+        deadline = time.monotonic() + 10
+        while os.path.getsize(path) < 2_000_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.path.getsize(path) >= 2_000_000
+        with writer["default"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM notes")
+            assert cursor.fetchone()[0] == 500
+    finally:
+        checkpointer.stop()
+        writer.close_all()
