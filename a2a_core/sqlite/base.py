@@ -34,6 +34,25 @@ _LONGEST_NAP = 0.001
 _checkpointed_aside: set[str] = set()
 
 
+def _open_lock(database: str) -> int:
+    return os.open(f"{database}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+
+
+def _take(fd: int) -> bool:
+    """Take the writers' lock on `fd`, retrying within a millisecond; False after WAIT_SECONDS."""
+    nap, deadline = 0.0001, time.monotonic() + WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(nap)
+            nap = min(nap * 2, _LONGEST_NAP)
+        else:
+            return True
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     _lock_fd: int | None = None
     _locked = False
@@ -43,8 +62,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.settings_dict["NAME"] in _checkpointed_aside:
             conn.execute("PRAGMA wal_autocheckpoint=0")
         if not self.is_in_memory_db():
-            path = f"{self.settings_dict['NAME']}-writer.lock"
-            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            self._lock_fd = _open_lock(self.settings_dict["NAME"])
         return conn
 
     def _start_transaction_under_autocommit(self) -> None:
@@ -78,18 +96,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _lock(self) -> None:
         if self._lock_fd is None or self._locked:
             return
-        nap, deadline = 0.0001, time.monotonic() + WAIT_SECONDS
-        while True:
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    return  # SQLite's busy timeout has the last word
-                time.sleep(nap)
-                nap = min(nap * 2, _LONGEST_NAP)
-            else:
-                self._locked = True
-                return
+        # Past WAIT_SECONDS, SQLite's busy timeout has the last word.
+        self._locked = _take(self._lock_fd)
 
     def _unlock(self) -> None:
         if self._locked and self._lock_fd is not None:
@@ -105,7 +113,15 @@ class Checkpointer:
     commit waits for the copy and its fsyncs, and under load a group commit carries dozens of
     calls, all waiting with it. While a Checkpointer runs, this process's connections to its
     database made from then on skip those checkpoints; a passive checkpoint here never blocks
-    them. Other processes (the CLI, other workers) keep SQLite's default."""
+    them. Other processes (the CLI, other workers) keep SQLite's default.
+
+    A writer starts the log from its beginning again only when everything in it has been
+    copied; under steady writes a passive checkpoint never quite catches up, and the log
+    would grow for as long as they go on (hundreds of megabytes a minute, every read slower
+    for it). So once the log holds RESTART_PAGES, the checkpointer catches up the last few
+    pages holding the writers' lock: writers wait for that short copy only."""
+
+    RESTART_PAGES = 1000
 
     def __init__(self, path: str, every: float = 1.0) -> None:
         self.path = path
@@ -125,11 +141,24 @@ class Checkpointer:
 
     def _run(self) -> None:
         db = sqlite3.connect(self.path, timeout=WAIT_SECONDS)
+        lock_fd = _open_lock(self.path)
         try:
             while not self._stop.wait(self.every):
                 try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    self._checkpoint(db, lock_fd)
                 except sqlite3.Error:
                     log.warning("WAL checkpoint failed", exc_info=True)
         finally:
             db.close()
+            os.close(lock_fd)
+
+    def _checkpoint(self, db: sqlite3.Connection, lock_fd: int) -> None:
+        _, logged, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if logged < self.RESTART_PAGES:
+            return
+        # Blocking: a writer between two transactions lets go of the lock only for moments.
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        try:
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)

@@ -169,3 +169,26 @@ def test_the_checkpointer_copies_the_log_back_into_the_database(database):
     finally:
         checkpointer.stop()
         writer.close_all()
+
+
+def test_under_steady_writes_the_log_starts_over_instead_of_growing(database):
+    path, _ = database
+    checkpointer = Checkpointer(str(path), every=0.05).start()
+    writer = sqlite_database(path)
+    log = path.parent / "hub.sqlite3-wal"
+    try:
+        # Each transaction adds ~40 KB to the log; 2,000 of them, back to back, write 80 MB.
+        largest = 0
+        for _ in range(2000):
+            with writing(writer) as cursor:
+                cursor.executemany(
+                    "INSERT INTO notes (text) VALUES (%s)", [["x" * 4000] for _ in range(10)]
+                )
+            largest = max(largest, os.path.getsize(log))
+        with writer["default"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM notes")
+            assert cursor.fetchone()[0] == 20_000
+        assert largest < 20_000_000, f"the log grew to {largest:,} bytes"
+    finally:
+        checkpointer.stop()
+        writer.close_all()
