@@ -68,6 +68,7 @@ async def startup() -> None:
 
 async def shutdown() -> None:
     from a2a_core import runtime
+    from a2a_core.asyncdb import close_loop_connection
     from a2a_core.delivery.dispatch import stop_pumps
     from a2a_core.delivery.endpoint import close_forwarder
 
@@ -75,6 +76,7 @@ async def shutdown() -> None:
     await stop_pumps()
     await close_forwarder()
     await events.unbind()
+    close_loop_connection()
 
 
 async def lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:

@@ -93,6 +93,23 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 os.close(self._lock_fd)  # releases the lock with it
                 self._lock_fd, self._locked = None, False
 
+    def take_writer_lock_now(self) -> bool:
+        """Take the writers' lock for the next transaction if no other writer holds it at this
+        moment (committing or rolling back releases it, as usual); never waits."""
+        if self._lock_fd is None or self._locked:
+            return False
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self._locked = True
+        return True
+
+    def release_writer_lock(self) -> None:
+        """Let go of a lock taken for a transaction that never began."""
+        if not self.in_atomic_block:
+            self._unlock()
+
     def _lock(self) -> None:
         if self._lock_fd is None or self._locked:
             return
