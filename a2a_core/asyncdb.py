@@ -5,15 +5,16 @@ connection and never blocks the loop. A plain executor is enough here: the servi
 of asgiref's thread-sensitive bookkeeping, and skipping it is measurably cheaper on the A2A
 hot path.
 
-One exception: the group commits of the hot path (`write`) on the embedded SQLite database
-run on the event loop's own thread when no other writer holds the database at that moment.
-Such a transaction is a couple of milliseconds of CPU on a local file (commits do not wait
-for the disk in WAL mode): about what the loop spends on one call anyway. Handing it to the
-database thread and its result back cost two trips between the threads, each waiting for
-the interpreter lock, more than the transaction itself under load (bench/throughput.py:
-+21% calls/s at concurrency 16). When another writer holds the lock — another process, the
-checkpointer catching up — the transaction goes to the database thread, which waits for
-it: the loop never waits for a lock. PostgreSQL is across a socket: always the thread.
+One exception: the group commits of the hot path (`write`) on the embedded SQLite database run
+on the event loop's own thread when no other writer holds the database at that moment. Such a
+transaction is a couple of milliseconds of CPU on a local file (in WAL mode with
+synchronous=NORMAL a commit does not wait for the disk): about what the loop spends on one call
+anyway. Handing it to the database thread and its result back cost two trips between the
+threads, each waiting for the interpreter lock, more than the transaction itself under load
+(bench/throughput.py: +21% calls/s at concurrency 16). When another writer holds the lock —
+another process, the checkpointer catching up — the transaction goes to the database thread,
+which waits for it: the loop never waits for a lock. PostgreSQL is across a socket: always the
+thread.
 """
 
 from __future__ import annotations

@@ -38,21 +38,6 @@ def _open_lock(database: str) -> int:
     return os.open(f"{database}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
 
 
-def _take(fd: int) -> bool:
-    """Take the writers' lock on `fd`, retrying within a millisecond; False after WAIT_SECONDS."""
-    nap, deadline = 0.0001, time.monotonic() + WAIT_SECONDS
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(nap)
-            nap = min(nap * 2, _LONGEST_NAP)
-        else:
-            return True
-
-
 class DatabaseWrapper(base.DatabaseWrapper):
     _lock_fd: int | None = None
     _locked = False
@@ -98,12 +83,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         moment (committing or rolling back releases it, as usual); never waits."""
         if self._lock_fd is None or self._locked:
             return False
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        self._locked = True
-        return True
+        return self._try_lock()
 
     def release_writer_lock(self) -> None:
         """Let go of a lock taken for a transaction that never began."""
@@ -113,8 +93,21 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _lock(self) -> None:
         if self._lock_fd is None or self._locked:
             return
-        # Past WAIT_SECONDS, SQLite's busy timeout has the last word.
-        self._locked = _take(self._lock_fd)
+        nap, deadline = 0.0001, time.monotonic() + WAIT_SECONDS
+        while not self._try_lock():
+            if time.monotonic() >= deadline:
+                return  # SQLite's busy timeout has the last word
+            time.sleep(nap)
+            nap = min(nap * 2, _LONGEST_NAP)
+
+    def _try_lock(self) -> bool:
+        assert self._lock_fd is not None
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self._locked = True
+        return True
 
     def _unlock(self) -> None:
         if self._locked and self._lock_fd is not None:
