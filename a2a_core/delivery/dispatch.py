@@ -494,12 +494,16 @@ async def stop_pumps() -> None:
 
 
 def _events_after(task_id: str, seq: int) -> tuple[list[tuple[int, str, dict[str, Any]]], str]:
+    # The state first: a task's state and its events commit together, so the events read
+    # after it include every event up to that state, even if another writer (another worker,
+    # or the loop's own thread) commits between the two reads. The other way round, a stream
+    # could see the task ended without its last event.
+    state = TaskRow.objects.filter(pk=task_id).values_list("state", flat=True).first() or ""
     rows = list(
         TaskEvent.objects.filter(task_id=task_id, seq__gt=seq)
         .order_by("seq")
         .values_list("seq", "kind", "payload")
     )
-    state = TaskRow.objects.filter(pk=task_id).values_list("state", flat=True).first() or ""
     return rows, state
 
 
