@@ -19,13 +19,13 @@ import json
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
 from a2a_core.asyncdb import db
 from a2a_core.models import Agent
 from a2a_core.schemas.a2a import holds_nul
 from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
+from a2a_core.sockets import Consumer
 from dashboard import live
 from dashboard.roles import role_of
 
@@ -57,8 +57,11 @@ def agent_id_of(slug: str) -> int | None:
     return Agent.objects.filter(slug=slug).values_list("pk", flat=True).first() if slug else None
 
 
-class DashboardConsumer(AsyncWebsocketConsumer):
+class DashboardConsumer(Consumer):
     page = "other"
+    role: str | None = None
+    sender: asyncio.Task[None] | None = None
+    refresh_later: asyncio.TimerHandle | None = None
 
     async def connect(self) -> None:
         self.role = await db(role_of, self.scope.get("user"))
@@ -72,7 +75,6 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         # The root of the task's delegation chain: the task page draws the whole chain.
         self.root_id = params.get("root", "")
         self.refreshed_at = -REFRESH_SECONDS
-        self.refresh_later: asyncio.TimerHandle | None = None
         self.paused = False
         await self._filter(params)
         self.outbox: asyncio.Queue[str] = asyncio.Queue()
@@ -86,9 +88,10 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         live.relay().leave(self)
         if self.refresh_later is not None:
             self.refresh_later.cancel()
-        self.sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.sender
+        if self.sender is not None:
+            self.sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.sender
 
     async def _filter(self, values: dict[str, Any]) -> None:
         self.filters = TrafficFilter(

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
@@ -43,6 +42,7 @@ from a2a_core.services.inbox import (
     inbox_still_unacked,
     inbox_waiting,
 )
+from a2a_core.sockets import Consumer
 
 log = get_logger("inbox")
 
@@ -83,8 +83,10 @@ class WrongMode(HubError):
     code = "not_an_inbox_agent"
 
 
-class InboxConsumer(AsyncWebsocketConsumer):
+class InboxConsumer(Consumer):
     agent: Agent | None = None
+    pump: asyncio.Task[None] | None = None
+    acking: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         slug = self.scope["url_route"]["kwargs"]["slug"]
@@ -100,7 +102,6 @@ class InboxConsumer(AsyncWebsocketConsumer):
         # Deliveries sent on this connection and not acknowledged yet: delivery id -> task id.
         self.unacked: dict[int, str | None] = {}
         self.acks: list[Ack] = []
-        self.acking: asyncio.Task[None] | None = None
         await self.channel_layer.group_add(inbox_group(agent.pk), self.channel_name)
         await db(
             inbox_connect,
@@ -127,9 +128,10 @@ class InboxConsumer(AsyncWebsocketConsumer):
         agent = self.agent
         if agent is None:
             return
-        self.pump.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.pump
+        if self.pump is not None:
+            self.pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.pump
         if self.acking is not None:  # acknowledgements received are still written
             with contextlib.suppress(Exception):
                 await self.acking
