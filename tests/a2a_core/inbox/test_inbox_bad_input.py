@@ -10,8 +10,8 @@ import websockets
 from a2a_core.asyncdb import db
 from a2a_core.models import Delivery, InboxSession, Task, TaskEvent
 from tests.a2a_core.inbox.helpers import Inbox
-from tests.a2a_core.inbox.test_inbox_agents import inbox_agent
-from tests.a2a_core.protocol.helpers import request, send
+from tests.a2a_core.inbox.test_inbox_agents import inbox_agent, status
+from tests.a2a_core.protocol.helpers import eventually, request, send
 from tests.factories import register
 
 pytestmark = pytest.mark.live
@@ -144,3 +144,23 @@ async def test_an_oversized_frame_closes_the_socket(connected, settings):
     with pytest.raises(websockets.ConnectionClosed) as closed:
         await inbox.ws.recv()
     assert closed.value.rcvd.code == 1009
+
+
+async def test_an_agent_that_vanishes_before_the_hub_answers_is_offline_with_no_session_left(
+    connected,
+):
+    inbox, task, *_ = connected
+    assert await status("duc") == "online"
+
+    # A report the hub answers after writing it, and the connection dropped at once (no
+    # closing handshake): the hub's answer finds the socket gone.
+    await inbox.ws.send(json.dumps({"type": "status", "taskId": task.id, "state": "working"}))
+    inbox.ws.transport.abort()
+
+    async def session_gone() -> bool:
+        return not await db(InboxSession.objects.exists)
+
+    await eventually(session_gone, within=5)
+    assert await status("duc") == "offline"
+    stored = await db(lambda: Task.objects.get(pk=task.id).state)
+    assert stored == "working"  # what arrived before the drop is kept
