@@ -14,6 +14,7 @@ from a2a_core.schemas.envelopes import (
     envelope_summary,
     parse_envelope,
 )
+from a2a_core.services.rows import new_row
 
 log = get_logger("classify")
 
@@ -81,7 +82,8 @@ def message_row(
 
     The hub's own metadata fields are not stored with the message: they are the task's.
     """
-    return Message(
+    return new_row(
+        Message,
         message_id=str(message["messageId"]),
         role=role,
         parts=message.get("parts") or [],

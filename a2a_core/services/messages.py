@@ -42,7 +42,7 @@ from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metada
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
-from a2a_core.services.rows import insert_returning_pks, insert_rows
+from a2a_core.services.rows import insert_returning_pks, insert_rows, new_row
 from a2a_core.services.tasks import task_item, task_set_state, task_view, withdraw_questions
 
 MAX_TIMEOUT_SECONDS = 3600
@@ -318,7 +318,8 @@ def _place(item: Inbound, now: Any, timeout: float, hub: dict[str, Any]) -> tupl
     remote_context_id = (
         _remote_context(context_id, target) if message.get("contextId") else context_id
     )
-    task = Task(
+    task = new_row(
+        Task,
         context_id=context_id,
         state=TaskState.SUBMITTED,
         status_timestamp=now,

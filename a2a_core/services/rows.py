@@ -4,19 +4,27 @@ Django's `bulk_update` builds a CASE expression per field and row, `bulk_create`
 statement through the ORM on every call, and so does every queryset; at the batch sizes the
 hub sees, compiling costs more than the statements themselves. These helpers send one
 statement, with every value adapted (written) or converted (read) by its field exactly as the
-ORM would.
+ORM would. Each statement is composed once per model, columns and database, and the writes go
+straight to the driver's cursor (Django's wrapper would rewrite the SQL's placeholders for
+SQLite on every call); its errors are still Django's (`IntegrityError`, ...).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, cast
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
+from django.db.models.base import ModelState
 from django.db.models.options import Options
+from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 
 Adapt = Callable[[Any, BaseDatabaseWrapper], Any]
@@ -61,14 +69,31 @@ def _column(field: Field[Any, Any], db: BaseDatabaseWrapper) -> str:
     return db.ops.quote_name(field.column or field.attname)
 
 
+def _utc_text(value: Any) -> str:
+    # What SQLite's `adapt_datetimefield_value` writes for an aware time in UTC.
+    return str(value.replace(tzinfo=None))
+
+
 @cache
-def _adapter(field: Field[Any, Any], vendor: str) -> Adapt:
-    """`field.get_db_prep_save`, short-circuited for values it would return unchanged."""
+def _adapter(field: Field[Any, Any], vendor: str, utc: bool) -> Adapt:
+    """`field.get_db_prep_save`, short-circuited for values it would return unchanged — and,
+    on a database kept in UTC, for aware datetimes in UTC (`timezone.now()`'s)."""
     prep: Adapt = field.get_db_prep_save
     if isinstance(field, models.ForeignKey):
         relation, target = True, field.target_field
     else:
         relation, target = False, field
+    if type(target) is models.DateTimeField and utc:
+        if vendor == "sqlite":
+            return lambda value, db: (
+                _utc_text(value)
+                if type(value) is datetime and value.tzinfo is UTC
+                else prep(value, db)
+            )
+        if vendor == "postgresql":
+            return lambda value, db: (
+                value if type(value) is datetime and value.tzinfo is UTC else prep(value, db)
+            )
     unchanged = _UNCHANGED | (_UNCHANGED_INTEGERS if vendor == "sqlite" else {})
     plain = unchanged.get(type(target))
     if plain is None:
@@ -83,13 +108,134 @@ def _adapter(field: Field[Any, Any], vendor: str) -> Adapt:
     return adapt
 
 
-def _adapters(fields: Sequence[Field[Any, Any]], db: BaseDatabaseWrapper) -> list[Adapt]:
-    return [_adapter(f, db.vendor) for f in fields]
+def _adapters(fields: Sequence[Field[Any, Any]], db: BaseDatabaseWrapper) -> tuple[Adapt, ...]:
+    utc = settings.USE_TZ and db.timezone_name == "UTC"
+    return tuple(_adapter(f, db.vendor, utc) for f in fields)
 
 
-def _execute(sql: str, params: list[list[Any]], db: BaseDatabaseWrapper) -> None:
-    with db.cursor() as cursor:
-        cursor.executemany(sql, params)
+@dataclass(frozen=True)
+class _Statement:
+    """A write statement for one model, made once per columns and database: its SQL in the
+    driver's own placeholders, the attributes it reads from objects and their adapters."""
+
+    sql: str
+    names: tuple[str, ...]
+    adapters: tuple[Adapt, ...]
+
+    def values(self, obj: Model, db: BaseDatabaseWrapper) -> list[Any]:
+        return [
+            adapt(getattr(obj, name), db)
+            for adapt, name in zip(self.adapters, self.names, strict=True)
+        ]
+
+
+_statements: dict[tuple[Any, ...], _Statement] = {}
+
+
+def _statement(
+    key: tuple[Any, ...],
+    db: BaseDatabaseWrapper,
+    make: Callable[[Callable[[int], str]], tuple[str, Sequence[Field[Any, Any]]]],
+) -> _Statement:
+    """The statement `make` composes (given `marks` for the driver), cached under `key`."""
+    key = (*key, db.alias, db.vendor)
+    found = _statements.get(key)
+    if found is None:
+        mark = "?" if db.vendor == "sqlite" else "%s"
+        sql, fields = make(lambda count: ", ".join([mark] * count))
+        found = _statements[key] = _Statement(
+            sql, tuple(f.attname for f in fields), _adapters(fields, db)
+        )
+    return found
+
+
+@contextlib.contextmanager
+def _driver_cursor(db: BaseDatabaseWrapper) -> Iterator[Any]:
+    """The driver's own cursor, its errors raised as Django's (`IntegrityError`, ...) as
+    Django's cursor would."""
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors:
+        cursor = db.connection.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+
+
+def _write(db: BaseDatabaseWrapper, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Run `sql` once per row of values."""
+    with _driver_cursor(db) as cursor:
+        cursor.executemany(sql, rows)
+
+
+def _write_returning(db: BaseDatabaseWrapper, sql: str, values: Sequence[Any]) -> list[Any]:
+    """Run `sql` once; return the rows it returns."""
+    with _driver_cursor(db) as cursor:
+        cursor.execute(sql, values)
+        return list(cursor.fetchall())
+
+
+# Defaults of these types are shared safely by every instance: made once, not per row.
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class _Blueprint:
+    """How to make an unsaved instance of a model (see `new_row`)."""
+
+    # (name, attname, the related model's field it holds or None, default) per field; a
+    # default is a value, or a function to call per instance (the flag says which).
+    fields: tuple[tuple[str, str, str | None, Any, bool], ...]
+    names: frozenset[str]
+
+
+def _default(field: Field[Any, Any]) -> tuple[Any, bool]:
+    """(the field's default, whether it must be made anew per instance)."""
+    if not field.has_default() or not callable(field.default):
+        value = field.get_default()
+        if isinstance(value, _IMMUTABLE):
+            return value, False
+    return field.get_default, True
+
+
+@cache
+def _blueprint(model: type[Model]) -> _Blueprint:
+    fields = tuple(
+        (
+            f.name,
+            f.attname,
+            f.target_field.attname if isinstance(f, models.ForeignKey) else None,
+            *_default(f),
+        )
+        for f in model._meta.concrete_fields
+        if not f.generated
+    )
+    return _Blueprint(fields, frozenset(n for name, attname, *_ in fields for n in (name, attname)))
+
+
+def new_row[M: Model](model: type[M], **values: Any) -> M:
+    """An unsaved instance, as `model(**values)` makes it — relations given by object or by
+    `<name>_id`, every other field its default — without `Model.__init__`'s general-purpose
+    argument handling, which is most of what building a message's row costs."""
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+        return model(**values)
+    blueprint = _blueprint(model)
+    unknown = values.keys() - blueprint.names
+    if unknown:
+        raise TypeError(f"{model.__name__}() got unexpected fields: {', '.join(sorted(unknown))}")
+    obj = model.__new__(model)
+    state = obj._state = ModelState()
+    attrs = obj.__dict__
+    for name, attname, holds, default, per_instance in blueprint.fields:
+        if holds is not None and name in values:
+            related = values[name]
+            attrs[attname] = None if related is None else getattr(related, holds)
+            state.fields_cache[name] = related
+        elif attname in values:
+            attrs[attname] = values[attname]
+        else:
+            attrs[attname] = default() if per_instance else default
+    return obj
 
 
 def _stamped(objs: Sequence[Model], fields: Sequence[Field[Any, Any]]) -> None:
@@ -186,20 +332,18 @@ def insert_rows(objs: Sequence[Model]) -> None:
     if not objs:
         return
     db = _db()
-    meta = type(objs[0])._meta
-    fields = list(meta.concrete_fields)
-    _stamped(objs, fields)
-    columns = ", ".join(_column(f, db) for f in fields)
-    adapters = _adapters(fields, db)
-    names = [f.attname for f in fields]
-    _execute(
-        f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({columns}) VALUES ({marks(len(fields))})",
-        [
-            [adapt(getattr(obj, name), db) for adapt, name in zip(adapters, names, strict=True)]
-            for obj in objs
-        ],
-        db,
-    )
+    model = type(objs[0])
+    meta = model._meta
+
+    def make(marks: Callable[[int], str]) -> tuple[str, Sequence[Field[Any, Any]]]:
+        fields = list(meta.concrete_fields)
+        columns = ", ".join(_column(f, db) for f in fields)
+        table = db.ops.quote_name(meta.db_table)
+        return f"INSERT INTO {table} ({columns}) VALUES ({marks(len(fields))})", fields
+
+    statement = _statement(("insert", model), db, make)
+    _stamped(objs, meta.concrete_fields)
+    _write(db, statement.sql, [statement.values(obj, db) for obj in objs])
     _saved(objs, db)
 
 
@@ -212,29 +356,29 @@ def insert_returning_pks(objs: Sequence[Model]) -> None:
     if not objs:
         return
     db = _db()
-    meta = type(objs[0])._meta
+    model = type(objs[0])
+    meta = model._meta
     pk = _pk(meta)
     fields = [f for f in meta.concrete_fields if f is not pk]
     _stamped(objs, fields)
-    columns = ", ".join(_column(f, db) for f in fields)
-    adapters = _adapters(fields, db)
-    names = [f.attname for f in fields]
-    row = f"({marks(len(fields))})"
     size = max(1, db.ops.bulk_batch_size(fields, objs))
     for start in range(0, len(objs), size):
         chunk = objs[start : start + size]
-        params = [
-            adapt(getattr(obj, name), db)
-            for obj in chunk
-            for adapt, name in zip(adapters, names, strict=True)
-        ]
-        with db.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({columns}) VALUES "
-                f"{', '.join([row] * len(chunk))} RETURNING {_column(pk, db)}",
-                params,
+
+        def make(
+            marks: Callable[[int], str], rows: int = len(chunk)
+        ) -> tuple[str, Sequence[Field[Any, Any]]]:
+            columns = ", ".join(_column(f, db) for f in fields)
+            table = db.ops.quote_name(meta.db_table)
+            values = ", ".join([f"({marks(len(fields))})"] * rows)
+            return (
+                f"INSERT INTO {table} ({columns}) VALUES {values} RETURNING {_column(pk, db)}",
+                fields,
             )
-            keys = cursor.fetchall()
+
+        statement = _statement(("insert returning", model, len(chunk)), db, make)
+        params = [value for obj in chunk for value in statement.values(obj, db)]
+        keys = _write_returning(db, statement.sql, params)
         for obj, (key,) in zip(chunk, keys, strict=True):
             setattr(obj, pk.attname, key)
     _saved(objs, db)
@@ -246,13 +390,19 @@ def insert_values(model: type[Model], fields: Sequence[str], rows: Sequence[Sequ
         return
     db = _db()
     meta = model._meta
-    columns = _fields(meta, fields)
-    adapters = _adapters(columns, db)
-    names = ", ".join(_column(c, db) for c in columns)
-    _execute(
-        f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({names}) VALUES ({marks(len(columns))})",
-        [[adapt(value, db) for adapt, value in zip(adapters, row, strict=True)] for row in rows],
+
+    def make(marks: Callable[[int], str]) -> tuple[str, Sequence[Field[Any, Any]]]:
+        columns = _fields(meta, fields)
+        names = ", ".join(_column(c, db) for c in columns)
+        table = db.ops.quote_name(meta.db_table)
+        return f"INSERT INTO {table} ({names}) VALUES ({marks(len(columns))})", columns
+
+    statement = _statement(("insert values", model, tuple(fields)), db, make)
+    adapters = statement.adapters
+    _write(
         db,
+        statement.sql,
+        [[adapt(value, db) for adapt, value in zip(adapters, row, strict=True)] for row in rows],
     )
 
 
@@ -264,18 +414,26 @@ def update_values(
         return
     db = _db()
     meta = model._meta
-    columns = _fields(meta, fields)
-    adapters = _adapters(columns, db)
-    pk = _pk(meta)
-    adapt_pk = _adapter(pk, db.vendor)
-    assignments = ", ".join(f"{_column(c, db)} = %s" for c in columns)
-    _execute(
-        f"UPDATE {db.ops.quote_name(meta.db_table)} SET {assignments} WHERE {_column(pk, db)} = %s",
+
+    def make(marks: Callable[[int], str]) -> tuple[str, Sequence[Field[Any, Any]]]:
+        columns = _fields(meta, fields)
+        pk = _pk(meta)
+        assignments = ", ".join(f"{_column(c, db)} = {marks(1)}" for c in columns)
+        table = db.ops.quote_name(meta.db_table)
+        return (
+            f"UPDATE {table} SET {assignments} WHERE {_column(pk, db)} = {marks(1)}",
+            [*columns, pk],
+        )
+
+    statement = _statement(("update", model, tuple(fields)), db, make)
+    adapters = statement.adapters
+    _write(
+        db,
+        statement.sql,
         [
-            [adapt(v, db) for adapt, v in zip(adapters, values, strict=True)] + [adapt_pk(key, db)]
+            [adapt(v, db) for adapt, v in zip(adapters, (*values, key), strict=True)]
             for key, values in rows
         ],
-        db,
     )
 
 
