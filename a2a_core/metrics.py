@@ -23,6 +23,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -55,6 +56,12 @@ DURATION = Histogram(
     "Time from receiving a message to answering its caller",
     ["caller", "target", "skill"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+CALL_QUEUE = Gauge(
+    "a2a_call_queue_size",
+    "Calls waiting in the hub for one of their target's slots (policy limits.incomingConcurrent)",
+    ["target"],
+    multiprocess_mode="livesum",
 )
 DECISIONS = Counter(
     "a2a_policy_decisions",

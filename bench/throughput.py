@@ -1,11 +1,16 @@
 """SendMessage throughput and latency: the a2a-sdk echo agent directly, then through the hub.
 
     python bench/throughput.py [--seconds 5] [--concurrency 1 16 64] [--server daphne|uvicorn]
+                               [--incoming-concurrent N|none]
 
 One run: starts the echo agent and the hub (embedded default: SQLite + in-memory layer, on a
 fresh database) as separate processes, drives both with the same closed-loop JSON-RPC load,
 prints req/s and p50/p99 for each, and the ratio hub/direct. Then checks that every request
 the hub answered was persisted (a task and its messages).
+
+The policy's rate limits are put out of reach (they would refuse calls); the hub's limit of
+calls at once per agent (`incomingConcurrent`, which queues rather than refuses) stays at
+its default unless `--incoming-concurrent` says otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from load import ROOT, Result, cpu_seconds, free_port, run_load, spawn, wait_for
 OUT_OF_REACH = {"limits": {"perMinute": 10_000_000, "perHour": 100_000_000, "concurrent": 100_000}}
 
 
-def prepare_hub(data_dir: Path, echo_port: int) -> tuple[dict[str, str], str]:
+def prepare_hub(
+    data_dir: Path, echo_port: int, incoming_concurrent: int | str | None = "default"
+) -> tuple[dict[str, str], str]:
     """Migrate a fresh database, register the echo agent and a caller, put the policy's limits
     out of reach; return env, token."""
     env = {
@@ -75,7 +82,10 @@ def prepare_hub(data_dir: Path, echo_port: int) -> tuple[dict[str, str], str]:
     from a2a_core.services.policy import policy_publish
 
     # Measure routing, not the default per-caller limits (which would refuse most calls).
-    policy_publish(document=OUT_OF_REACH, reason="bench: limits out of reach")
+    document = {"limits": dict(OUT_OF_REACH["limits"])}
+    if incoming_concurrent != "default":
+        document["limits"]["incomingConcurrent"] = incoming_concurrent
+    policy_publish(document=document, reason="bench: limits out of reach")
 
     connections.close_all()
     return env, caller.token
@@ -128,12 +138,22 @@ def main() -> None:
         default=1,
         help="hub processes (uvicorn workers, as `a2a serve --workers`); more than one needs REDIS_URL",
     )
+    parser.add_argument(
+        "--incoming-concurrent",
+        default="default",
+        help="the policy's calls at once per agent: a number, or none (default: the policy's default)",
+    )
     args = parser.parse_args()
+    slots: int | str | None = args.incoming_concurrent
+    if slots == "none":
+        slots = None
+    elif slots != "default":
+        slots = int(slots)
 
     echo_port, hub_port = free_port(), free_port()
     data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
     echo = spawn(["bench/echo_agent.py", str(echo_port)])
-    env, token = prepare_hub(data_dir, echo_port)
+    env, token = prepare_hub(data_dir, echo_port, slots)
     from a2a_core.cli.serve import spawn_hub
 
     # The hub as `a2a serve --no-demo` starts it (several workers share their counters).
@@ -146,9 +166,12 @@ def main() -> None:
         hub_url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
         tasks_before, messages_before = persisted()
         layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory layer"
+        from a2a_core.schemas.policy import RateLimits
+
         print(
             f"SendMessage, {args.seconds:g} s per run x {args.rounds} rounds, hub on {args.server} "
-            f"x{args.workers} + {'PostgreSQL' if 'postgres' in env['DATABASE_URL'] else 'SQLite'} + {layer}"
+            f"x{args.workers} + {'PostgreSQL' if 'postgres' in env['DATABASE_URL'] else 'SQLite'} + {layer}; "
+            f"calls at once per agent (incomingConcurrent): {RateLimits().incoming_concurrent if slots == 'default' else slots}"
         )
         answered = 0
         summary = []

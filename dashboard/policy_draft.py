@@ -29,6 +29,7 @@ LIMITS = (
     ("perHour", "Messages per hour"),
     ("concurrent", "Tasks in flight"),
     ("incomingPerMinute", "Incoming per minute"),
+    ("incomingConcurrent", "Incoming calls at once"),
     ("inboxQueue", "Inbox queue"),
 )
 LABELS = dict(LIMITS)

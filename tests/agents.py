@@ -55,6 +55,9 @@ class AgentState:
 
     requests: list[dict[str, str]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # Messages being worked on at once: now, and the most so far.
+    at_once: int = 0
+    most_at_once: int = 0
     hub_url: str = ""
     token: str = ""
 
@@ -64,6 +67,14 @@ class ScriptedExecutor(AgentExecutor):
         self.state = state
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        self.state.at_once += 1
+        self.state.most_at_once = max(self.state.most_at_once, self.state.at_once)
+        try:
+            await self._execute(context, event_queue)
+        finally:
+            self.state.at_once -= 1
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
         assert message is not None
         self.state.messages.append(MessageToDict(message))

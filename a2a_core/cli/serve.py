@@ -85,7 +85,8 @@ def spawn_hub(
 ) -> list[subprocess.Popen[bytes]]:
     """Start the hub's server processes: daphne, or `workers` uvicorn workers that each listen
     on the port themselves (see `a2a_core.cli.worker`)."""
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings")
+    # Each worker keeps its share of every per-agent limit (see a2a_core.delivery.slots).
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings", HUB_WORKERS=str(workers))
     if quiet:
         # With the demo's traffic, a log line per call would bury the demo's own lines.
         env.setdefault("HUB_LOG_LEVEL", "WARNING")

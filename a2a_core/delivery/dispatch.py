@@ -48,9 +48,11 @@ from a2a_core.delivery import push
 from a2a_core.delivery.endpoint import (
     AgentRefused,
     AgentTimeout,
+    NoSlotInTime,
     forwarder,
     traceparent,
 )
+from a2a_core.delivery.slots import Dequeued
 from a2a_core.errors import (
     FieldProblem,
     PermissionDenied,
@@ -394,23 +396,34 @@ async def _forward_blocking(
     history_length: int | None,
     output_modes: list[str],
 ) -> Task | Message:
+    answers = forwarder().send(
+        target,
+        forwarded(message, accepted),
+        streaming=False,
+        headers=_headers_for(call, accepted),
+        wait_seconds=accepted.timeout,
+        accepted_output_modes=output_modes,
+        task_id=accepted.task_id,
+    )
     try:
-        async for answer in forwarder().send(
-            target,
-            forwarded(message, accepted),
-            streaming=False,
-            headers=_headers_for(call, accepted),
-            wait_seconds=accepted.timeout,
-            accepted_output_modes=output_modes,
-        ):
-            await outcome(target, accepted, True)
-            if answer.HasField("message"):
-                await record(Reply(accepted.task_id, MessageToDict(answer.message), _ref(accepted)))
-                return _reply(answer.message, accepted)
-            remote = MessageToDict(answer.task)
-            view = await record(Snapshot(accepted.task_id, remote, history_length, _ref(accepted)))
-            return _task(view)
+        async with contextlib.aclosing(answers):
+            async for answer in answers:
+                await outcome(target, accepted, True)
+                if answer.HasField("message"):
+                    reply = MessageToDict(answer.message)
+                    await record(Reply(accepted.task_id, reply, _ref(accepted)))
+                    return _reply(answer.message, accepted)
+                remote = MessageToDict(answer.task)
+                view = await record(
+                    Snapshot(accepted.task_id, remote, history_length, _ref(accepted))
+                )
+                return _task(view)
         raise TargetUnavailable(f"{target.slug} answered nothing")
+    except Dequeued:
+        # Canceled while it waited for a slot: the task is already as the cancel left it.
+        return _task(await fail(accepted.task_id, "canceled", TaskState.CANCELED))
+    except NoSlotInTime as exc:
+        return _task(await fail(accepted.task_id, exc.message))
     except AgentTimeout as exc:
         await outcome(target, accepted, False)
         return _task(await fail(accepted.task_id, exc.message))
@@ -461,6 +474,7 @@ async def _pump(
             headers=_headers_for(call, accepted),
             wait_seconds=accepted.timeout,
             accepted_output_modes=output_modes,
+            task_id=accepted.task_id,
         ):
             if not answered:
                 answered = True
@@ -468,6 +482,10 @@ async def _pump(
             deadline = timezone.now() + timedelta(seconds=accepted.timeout)
             event_dict = MessageToDict(event)
             await record(StreamEvent(accepted.task_id, event_dict, deadline, _ref(accepted)))
+    except Dequeued:
+        return  # canceled while it waited for a slot
+    except NoSlotInTime as exc:
+        await fail(accepted.task_id, exc.message)
     except AgentTimeout as exc:
         await outcome(target, accepted, answered)
         await fail(accepted.task_id, exc.message)
@@ -668,6 +686,8 @@ async def cancel_task(call: Call, request: CancelTaskRequest) -> Task:
             if view["status"]["state"] == "TASK_STATE_CANCELED":
                 return _task(view)
     canceled = _task(await fail(task.pk, reason, TaskState.CANCELED))
+    # A call still waiting for one of the agent's slots (in this process) is not sent at all.
+    forwarder().slots.withdraw(task.pk)
     if target.delivery_mode == DeliveryMode.INBOX:
         await db(inbox_task_canceled, agent_id=target.pk, task_id=task.pk)
     return canceled

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
@@ -29,14 +29,21 @@ from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict, ParseDict
 from httpx_aiohttp import AiohttpTransport
 
+from a2a_core.delivery.slots import Slots
 from a2a_core.errors import HubError, TargetUnavailable
 from a2a_core.models import Agent
+from a2a_core.services.policy import incoming_concurrent
 
 
 class AgentTimeout(HubError):
     """The agent did not answer in time."""
 
     code = "agent_timeout"
+
+
+class NoSlotInTime(AgentTimeout):
+    """Every one of the agent's slots stayed taken for the call's whole time: it was not sent
+    (not a failure of the agent's: its breaker does not count it)."""
 
 
 class AgentUnreachable(TargetUnavailable):
@@ -149,6 +156,7 @@ class EndpointForwarder:
             transport=AiohttpTransport(client=self._session), timeout=httpx.Timeout(30.0)
         )
         self._clients: dict[tuple[int, str, bool], Client] = {}
+        self.slots = Slots()
 
     def _client(self, agent: Agent, *, streaming: bool) -> Client:
         key = (agent.pk, agent.card_digest, streaming)
@@ -200,32 +208,54 @@ class EndpointForwarder:
         wait_seconds: float,
         accepted_output_modes: list[str] | None = None,
         return_immediately: bool = False,
-    ) -> AsyncIterator[StreamResponse]:
+        task_id: str = "",
+    ) -> AsyncGenerator[StreamResponse]:
         """Send `message` to the agent; yield what it answers (StreamResponse).
 
         Not streaming: one answer (a task or a message), within `wait_seconds` in total.
         Streaming (when the agent's card allows it): its events as they come, each within
-        `wait_seconds` of the previous one.
+        `wait_seconds` of the previous one. Either way, the call first waits for one of the
+        agent's slots when all are taken (see `a2a_core.delivery.slots`): that wait counts
+        towards the first answer's time. `task_id` (the hub's) lets a cancel withdraw it.
         """
         request = SendMessageRequest(message=message)
         request.configuration.return_immediately = return_immediately
         if accepted_output_modes:
             request.configuration.accepted_output_modes.extend(accepted_output_modes)
-        context = ClientCallContext(service_parameters=headers, timeout=wait_seconds)
-        stream = self._send(self._client(agent, streaming=streaming), request, context)
-        iterator = stream.__aiter__()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        limit = incoming_concurrent(agent.slug)
+        slots = self.slots
         try:
-            while True:
-                try:
-                    async with asyncio.timeout(wait_seconds):
-                        event = await anext(iterator)
-                except StopAsyncIteration:
-                    return
-                yield event
-        except (TimeoutError, A2AClientTimeoutError) as exc:
-            raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
+            await slots.acquire(agent.pk, agent.slug, limit, task_id, wait_seconds)
+        except TimeoutError:
+            raise NoSlotInTime(
+                f"{agent.slug} was busy with {slots.busy(agent.pk)} calls (its limit, "
+                f"incomingConcurrent: {limit}) and none ended within {wait_seconds:g} s; "
+                "this call was not sent"
+            ) from None
+        # The first answer is due within what is left of the call's time after its wait.
+        wait_first = max(0.0, wait_seconds - (loop.time() - began))
+        try:
+            context = ClientCallContext(service_parameters=headers, timeout=wait_first)
+            stream = self._send(self._client(agent, streaming=streaming), request, context)
+            iterator = stream.__aiter__()
+            try:
+                wait = wait_first
+                while True:
+                    try:
+                        async with asyncio.timeout(wait):
+                            event = await anext(iterator)
+                    except StopAsyncIteration:
+                        return
+                    wait = wait_seconds
+                    yield event
+            except (TimeoutError, A2AClientTimeoutError) as exc:
+                raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
+            finally:
+                await stream.aclose()
         finally:
-            await stream.aclose()
+            slots.release(agent.pk)
 
     async def _send(
         self, client: Client, request: SendMessageRequest, context: ClientCallContext
@@ -296,6 +326,13 @@ def forwarder() -> EndpointForwarder:
             del _forwarders[old]
         found = _forwarders[loop] = EndpointForwarder()
     return found
+
+
+def forget_slots() -> None:
+    """Count every forwarder's calls afresh (a database was reset under them: tests). Calls
+    under way release the slots they took."""
+    for found in _forwarders.values():
+        found.slots = Slots()
 
 
 async def close_forwarder() -> None:

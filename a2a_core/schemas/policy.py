@@ -53,13 +53,16 @@ class MatrixRule(_KindsAndSkills):
 
 class RateLimits(Strict):
     """Per caller: messages per minute and per hour, tasks in flight at once. Per target:
-    incoming messages per minute, and for an inbox agent the deliveries waiting for it
-    (queued while it is offline, or sent and not acknowledged yet). None means no limit."""
+    incoming messages per minute; for an endpoint agent, the calls the hub has at its server
+    at once (more wait in the hub, in order, within their timeout); for an inbox agent, the
+    deliveries waiting for it (queued while it is offline, or sent and not acknowledged
+    yet). None means no limit."""
 
     per_minute: int | None = Field(default=600, ge=1)
     per_hour: int | None = Field(default=20000, ge=1)
     concurrent: int | None = Field(default=50, ge=1)
     incoming_per_minute: int | None = Field(default=None, ge=1)
+    incoming_concurrent: int | None = Field(default=10, ge=1)
     inbox_queue: int | None = Field(default=1000, ge=1)
 
 

@@ -15,7 +15,7 @@ from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.events import event, publish_many_on_commit
 from a2a_core.models import PolicyVersion
 from a2a_core.policy.decide import CompiledPolicy
-from a2a_core.schemas.policy import Policy, default_policy, parse_policy
+from a2a_core.schemas.policy import Policy, RateLimits, default_policy, parse_policy
 from a2a_core.services.audit import audit_record
 
 # How stale a worker's cached policy may be when the change event does not reach it.
@@ -156,6 +156,18 @@ def current_policy() -> CompiledPolicy:
     with _lock:
         _cached, _checked_at = cached, now
     return cached
+
+
+_DEFAULT_LIMITS = RateLimits()
+
+
+def incoming_concurrent(slug: str) -> int | None:
+    """How many calls the hub may have at agent `slug`'s server at once, by the policy this
+    process last loaded (no database read: fit for the event loop; every accepted message
+    keeps that policy fresh). Before the first load, the default."""
+    cached = _cached
+    limits = cached.limits_for(slug) if cached is not None else _DEFAULT_LIMITS
+    return limits.incoming_concurrent
 
 
 def invalidate() -> None:
