@@ -229,8 +229,9 @@ class EndpointForwarder:
         try:
             await slots.acquire(agent.pk, agent.slug, limit, task_id, wait_seconds)
         except TimeoutError:
+            busy = slots.busy(agent.pk)
             raise NoSlotInTime(
-                f"{agent.slug} was busy with {slots.busy(agent.pk)} calls (its limit, "
+                f"{agent.slug} was busy with {busy} call{'s' * (busy != 1)} (its limit, "
                 f"incomingConcurrent: {limit}) and none ended within {wait_seconds:g} s; "
                 "this call was not sent"
             ) from None

@@ -76,7 +76,7 @@ async def test_a_call_that_gets_no_slot_in_time_fails_saying_why_and_is_never_se
     second = await send(client, request("echo late", metadata={"a2aHub": {"timeoutSeconds": 0.5}}))
 
     why = (
-        "sloth was busy with 1 calls (its limit, incomingConcurrent: 1) and none ended "
+        "sloth was busy with 1 call (its limit, incomingConcurrent: 1) and none ended "
         "within 0.5 s; this call was not sent"
     )
     assert second.status.state == TaskState.TASK_STATE_FAILED
