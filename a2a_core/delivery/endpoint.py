@@ -235,10 +235,11 @@ class EndpointForwarder:
                 f"incomingConcurrent: {limit}) and none ended within {wait_seconds:g} s; "
                 "this call was not sent"
             ) from None
-        # The first answer is due within what is left of the call's time after its wait.
+        # The first answer is due within what is left of the call's time after its wait (the
+        # HTTP client's own timeout stays per read: a stream's later events get the full time).
         wait_first = max(0.0, wait_seconds - (loop.time() - began))
         try:
-            context = ClientCallContext(service_parameters=headers, timeout=wait_first)
+            context = ClientCallContext(service_parameters=headers, timeout=wait_seconds)
             stream = self._send(self._client(agent, streaming=streaming), request, context)
             iterator = stream.__aiter__()
             try:
