@@ -23,6 +23,19 @@ ROOT = Path(__file__).resolve().parent.parent
 PEERS_DIR = Path(os.environ.get("HUB_PEERS_DIR", ROOT / ".venv-peers"))
 SCRIPTS = Path(__file__).resolve().parent / "peer_scripts"
 
+# Every peer the suite runs, pinned: `./hub test` installs them all before pytest starts (a
+# first install inside a test would count against its timeout).
+PEERS: dict[str, list[str]] = {
+    "adk": ["google-adk[a2a]==2.13.0", "uvicorn"],
+    "fasta2a": ["fasta2a==2.1.1", "uvicorn"],
+    "sdk03": ["a2a-sdk[http-server]==0.3.26", "httpx", "uvicorn"],
+}
+
+
+def peer(name: str) -> Path:
+    """The interpreter of the peer `name` of PEERS."""
+    return peer_python(name, PEERS[name])
+
 
 def peer_python(name: str, requirements: list[str]) -> Path:
     """The interpreter of a virtual environment holding exactly `requirements` (pip specs).
@@ -44,8 +57,15 @@ def peer_python(name: str, requirements: list[str]) -> Path:
         log = home / "install.log"
         with open(log, "w") as out:
             result = subprocess.run(
-                [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-                + requirements,
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "-q",
+                    *requirements,
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -111,3 +131,8 @@ class PeerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+if __name__ == "__main__":
+    for name in PEERS:
+        print(f"peer {name}: {peer(name)}", flush=True)
