@@ -87,7 +87,7 @@ class PushNotificationConfigAdmin(admin.ModelAdmin):
         "last_error",
     ]
     raw_id_fields = ["task", "owner"]
-    exclude = ["token"]  # the signing key: shown to its owner over A2A only
+    exclude = ["token"]  # the owner's secret: shown to it over A2A only
 
 
 @admin.register(models.AuditEvent)

@@ -1,11 +1,15 @@
 """Checking the hub's push notifications on the receiving side.
 
-Every POST the hub makes to a webhook carries
+When a push notification config was created with a token, every POST the hub makes to its
+webhook carries the token as the A2A spec says, and a signature of the body keyed by it:
 
+    X-A2A-Notification-Token: <token>
     X-A2A-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of f"{t}." + body, keyed by the token>
 
-where the token is the one given when the push notification config was created. A receiver
-checks it before trusting the body:
+The token says the POST is for this config; the signature also ties the body to the token and
+a time, so a changed body, an old one, or (with a `ReplayGuard`) one sent twice is refused.
+Without a token neither header is sent. A receiver checks the signature before trusting the
+body:
 
     from a2a_core.client.webhooks import InvalidSignature, ReplayGuard, verify
 
@@ -27,6 +31,7 @@ import time
 from collections import OrderedDict
 
 HEADER = "X-A2A-Signature"
+TOKEN_HEADER = "X-A2A-Notification-Token"
 DEFAULT_TOLERANCE_SECONDS = 300
 
 

@@ -4,8 +4,14 @@ Each event of a task's log (a status or artifact update) is POSTed to every conf
 as the A2A `StreamResponse` JSON of that event (`{"statusUpdate": {...}}` or
 `{"artifactUpdate": {...}}`), the same object SubscribeToTask streams and the A2A spec names as
 the push notification payload. Headers: `Content-Type: application/json`, the config's
-`Authorization: <scheme> <credentials>` when it has one, and `X-A2A-Signature` (see
-`a2a_core.client.webhooks`), an HMAC keyed by the config's token, which is never sent itself.
+`Authorization: <scheme> <credentials>` when it has one, and, when it has a token (the A2A spec
+makes it optional), `X-A2A-Notification-Token: <token>` as the spec says plus `X-A2A-Signature`
+(see `a2a_core.client.webhooks`), an HMAC of the body keyed by the token.
+
+Where a URL points is checked before each POST, on the addresses the host resolves to then,
+and the POST connects to a checked address (see `a2a_core.delivery.ssrf`); a host that does
+not resolve, or resolves to an address the hub may not POST to, is a failed attempt like any
+other, its reason kept on the config.
 
 Delivery is at least once and in order per config: event n+1 is not sent before event n was
 accepted (2xx) or given up on. Failures are retried with exponential backoff; redirects are
@@ -34,8 +40,8 @@ from a2a.types.a2a_pb2 import (
 from django.conf import settings
 
 from a2a_core.asyncdb import db
-from a2a_core.client.webhooks import HEADER, sign
-from a2a_core.delivery.ssrf import UnsafeTarget, resolve
+from a2a_core.client.webhooks import HEADER, TOKEN_HEADER, sign
+from a2a_core.delivery.ssrf import UnsafeTarget, check_literal, resolve
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent, PushNotificationConfig, TaskEventKind
@@ -69,7 +75,9 @@ def _wire(row: PushNotificationConfig) -> TaskPushNotificationConfig:
 async def config_checked(
     request: TaskPushNotificationConfig, *, task_id: str | None = None
 ) -> service.PushConfigInput:
-    """Check a config's fields, then where its URL points (raises `ValidationFailed`)."""
+    """Check a config's fields, and its URL's host when it is written as an address (raises
+    `ValidationFailed`). A host name is not resolved here: it is resolved and checked before
+    each POST, so one that does not resolve yet is accepted."""
     auth = request.authentication
     config = service.push_config_check(
         task_id=task_id or request.task_id,
@@ -80,7 +88,7 @@ async def config_checked(
         auth_credentials=auth.credentials,
     )
     try:
-        await resolve(config.url, wait_seconds=settings.HUB_PUSH_TIMEOUT)
+        check_literal(config.url)
     except UnsafeTarget as exc:
         problem = FieldProblem("url", str(exc))
         raise ValidationFailed(f"push notification url refused: {problem}", [problem]) from None
@@ -90,8 +98,8 @@ async def config_checked(
 async def config_create(
     *, caller: Agent, target: Agent | None, request: TaskPushNotificationConfig
 ) -> TaskPushNotificationConfig:
-    """CreateTaskPushNotificationConfig: check the fields, then where the URL points (a
-    refused URL stores nothing), then save it for `caller`."""
+    """CreateTaskPushNotificationConfig: check the config (a refused one stores nothing),
+    then save it for `caller`."""
     config = await config_checked(request)
     row = await db(service.push_config_save, owner=caller, target=target, config=config)
     return _wire(row)
@@ -251,7 +259,8 @@ class Pusher:
         return False
 
     async def post(self, batch: service.PushBatch, payload: dict[str, Any]) -> Attempt:
-        """POST one event to the config's URL, at an address checked just now."""
+        """POST one event to the config's URL: its host is resolved now, every address it
+        resolves to checked, and the POST connects to a checked one."""
         timeout = settings.HUB_PUSH_TIMEOUT
         try:
             addresses = await resolve(batch.url, wait_seconds=timeout)
@@ -259,11 +268,10 @@ class Pusher:
             return Attempt(ok=False, error=str(exc))
         url = httpx.URL(batch.url)
         body = body_of(payload)
-        headers = {
-            "Host": url.netloc.decode("ascii"),
-            "Content-Type": "application/json",
-            HEADER: sign(body, batch.token),
-        }
+        headers = {"Host": url.netloc.decode("ascii"), "Content-Type": "application/json"}
+        if batch.token:
+            headers[TOKEN_HEADER] = batch.token
+            headers[HEADER] = sign(body, batch.token)
         if batch.auth_scheme:
             headers["Authorization"] = f"{batch.auth_scheme} {batch.auth_credentials}"
         extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}

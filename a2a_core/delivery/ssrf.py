@@ -2,9 +2,13 @@
 
 A webhook URL comes from an agent, so it could point the hub at its own network (a database,
 a cloud metadata service at 169.254.169.254, localhost). Only public unicast addresses are
-allowed, unless the host name or the address is listed in HUB_PUSH_ALLOWED_HOSTS. The check
-runs when a config is created and again before every POST, and the POST goes to the address
-that was checked (DNS can change between the two).
+allowed, unless the host name or the address is listed in HUB_PUSH_ALLOWED_HOSTS.
+
+The check that counts runs before every POST (`resolve`): the host is resolved once, every
+address it resolves to is checked, and the POST connects to one of those addresses, so a DNS
+answer cannot change between the check and the connection. When a config is created only a
+host written as an address is checked (`check_literal`): a name is not resolved then, since
+it may not resolve yet, or resolve elsewhere by the time anything is sent.
 """
 
 from __future__ import annotations
@@ -64,35 +68,60 @@ def non_public(address: IPAddress) -> str | None:
     return next((name for name, hit in checks if hit), None)
 
 
-async def resolve(url: str, *, wait_seconds: float) -> list[str]:
-    """The addresses `url`'s host resolves to, all of them allowed; raise `UnsafeTarget`
-    naming the first that is not (or saying the host cannot be resolved)."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").rstrip(".")
+def _check_address(host: str, text: str, networks: tuple[IPNetwork, ...]) -> None:
+    address = ipaddress.ip_address(text.split("%", 1)[0])
+    reason = non_public(address)
+    forms = {address, getattr(address, "ipv4_mapped", None) or address}
+    if reason and not any(form in network for form in forms for network in networks):
+        shown = host if host == text else f"{host} resolves to {text}, which"
+        raise UnsafeTarget(
+            f"{shown} is a {reason} address; the hub only POSTs to public addresses "
+            "(an operator can allow it with HUB_PUSH_ALLOWED_HOSTS)"
+        )
+
+
+def _host(url: str) -> str:
+    host = (urlsplit(url).hostname or "").rstrip(".")
     if not host:
         raise UnsafeTarget(f"{url} has no host")
+    return host
+
+
+def check_literal(url: str) -> None:
+    """Raise `UnsafeTarget` when `url`'s host is written as an address the hub may not POST
+    to. A host name passes without being resolved (`resolve` checks it before each POST)."""
+    host = _host(url)
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return
+    names, networks = allowed()
+    if host.lower() not in names:
+        _check_address(host, host, networks)
+
+
+async def resolve(url: str, *, wait_seconds: float) -> list[str]:
+    """The addresses `url`'s host resolves to now, all of them allowed; raise `UnsafeTarget`
+    naming the first that is not, or saying that the host does not resolve."""
+    host = _host(url)
+    parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         async with asyncio.timeout(wait_seconds):
             infos = await asyncio.get_running_loop().getaddrinfo(
                 host, port, type=socket.SOCK_STREAM
             )
-    except (OSError, TimeoutError):
-        raise UnsafeTarget(f"the host {host!r} cannot be resolved") from None
+    except TimeoutError:
+        raise UnsafeTarget(
+            f"webhook host {host} did not resolve within {wait_seconds:g}s"
+        ) from None
+    except OSError:
+        raise UnsafeTarget(f"webhook host {host} does not resolve") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    names, networks = allowed()
-    if host.lower() in names:
-        return addresses
-    for text in addresses:
-        address = ipaddress.ip_address(text.split("%", 1)[0])
-        reason = non_public(address)
-        forms = {address, getattr(address, "ipv4_mapped", None) or address}
-        if reason and not any(form in network for form in forms for network in networks):
-            shown = host if host == text else f"{host} resolves to {text}, which"
-            raise UnsafeTarget(
-                f"{shown} is a {reason} address; the hub only POSTs to public addresses "
-                "(an operator can allow it with HUB_PUSH_ALLOWED_HOSTS)"
-            )
     if not addresses:
-        raise UnsafeTarget(f"the host {host!r} cannot be resolved")
+        raise UnsafeTarget(f"webhook host {host} does not resolve")
+    names, networks = allowed()
+    if host.lower() not in names:
+        for text in addresses:
+            _check_address(host, text, networks)
     return addresses

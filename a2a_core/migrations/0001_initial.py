@@ -130,7 +130,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('config_id', models.CharField(default=uuid.uuid4, max_length=128)),
                 ('url', models.URLField(max_length=1000)),
-                ('token', models.CharField(max_length=500)),
+                ('token', models.CharField(blank=True, max_length=500)),
                 ('auth_scheme', models.CharField(blank=True, max_length=64)),
                 ('auth_credentials', models.CharField(blank=True, max_length=1000)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),

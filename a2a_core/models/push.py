@@ -14,7 +14,8 @@ from .task import Task
 
 class PushNotificationConfig(models.Model):
     """One webhook for one task, owned by the agent that created it (only it can read, list or
-    delete it). Every event of the task's log is POSTed to `url` in order, signed with `token`.
+    delete it). Every event of the task's log is POSTed to `url` in order, with `token` (when
+    there is one) and a signature keyed by it.
 
     Delivery progress is kept here so it survives restarts: `delivered_seq` is the last event
     handled (delivered, or given up on after the last attempt); `attempts` counts the failed
@@ -27,8 +28,8 @@ class PushNotificationConfig(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="push_configs")
     owner = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="push_configs")
     url = models.URLField(max_length=1000)
-    # The HMAC-SHA256 key of X-A2A-Signature; never sent in a header.
-    token = models.CharField(max_length=500)
+    # Optional (A2A spec): sent as X-A2A-Notification-Token, the HMAC key of X-A2A-Signature.
+    token = models.CharField(max_length=500, blank=True)
     auth_scheme = models.CharField(max_length=64, blank=True)
     auth_credentials = models.CharField(max_length=1000, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

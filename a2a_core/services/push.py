@@ -24,13 +24,14 @@ from a2a_core.models import TERMINAL_STATES, Agent, PushNotificationConfig, Task
 
 MAX_CONFIGS_PER_TASK = 10  # per owner
 MAX_URL_LENGTH = 1000
-MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_LENGTH = 500
 MAX_CONFIG_ID_LENGTH = 128
 MAX_CREDENTIALS_LENGTH = 1000
 # An HTTP auth-scheme is a token (RFC 9110): no spaces, no line breaks.
 _SCHEME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# The token is sent as a header value: printable ASCII, no surrounding spaces.
+_TOKEN = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class PushConfigInput:
     task_id: str
     config_id: str
     url: str
-    token: str
+    token: str = ""
     auth_scheme: str = ""
     auth_credentials: str = ""
 
@@ -75,35 +76,27 @@ def push_config_check(
     task_id: str,
     config_id: str,
     url: str,
-    token: str,
+    token: str = "",
     auth_scheme: str = "",
     auth_credentials: str = "",
 ) -> PushConfigInput:
     """Check a config's fields; raise `ValidationFailed` listing every problem. An empty
-    `config_id` gets a fresh one. Where the URL points is checked separately (it needs DNS):
-    see `a2a_core.delivery.ssrf`."""
+    `config_id` gets a fresh one; `token` is optional, as in the A2A spec. Where the URL
+    points is checked separately: see `a2a_core.delivery.ssrf`."""
     problems: list[FieldProblem] = []
     _require(problems, taskId=task_id, url=url)
     if url and (problem := _url_problem(url)):
         problems.append(FieldProblem("url", problem))
-    if not token:
-        problems.append(
-            FieldProblem(
-                "token",
-                f"is required: at least {MIN_TOKEN_LENGTH} characters, the key the hub signs "
-                "each notification with (X-A2A-Signature)",
-            )
-        )
-    elif len(token) < MIN_TOKEN_LENGTH:
-        problems.append(
-            FieldProblem(
-                "token",
-                f"must be at least {MIN_TOKEN_LENGTH} characters (it is the signing key), "
-                f"got {len(token)}",
-            )
-        )
-    elif len(token) > MAX_TOKEN_LENGTH:
+    if len(token) > MAX_TOKEN_LENGTH:
         problems.append(FieldProblem("token", f"must be at most {MAX_TOKEN_LENGTH} characters"))
+    elif token and not _TOKEN.match(token):
+        problems.append(
+            FieldProblem(
+                "token",
+                "must be printable ASCII without line breaks or surrounding spaces "
+                "(it is sent as the X-A2A-Notification-Token header)",
+            )
+        )
     if len(config_id) > MAX_CONFIG_ID_LENGTH:
         problems.append(FieldProblem("id", f"must be at most {MAX_CONFIG_ID_LENGTH} characters"))
     if auth_scheme and not _SCHEME.match(auth_scheme):

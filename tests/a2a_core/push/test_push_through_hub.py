@@ -23,7 +23,7 @@ from a2a.utils.errors import (
 from a2a_core.asyncdb import db
 from a2a_core.client.webhooks import InvalidSignature, ReplayGuard, verify
 from a2a_core.models import PushNotificationConfig, Task
-from a2a_core.services.push import MAX_CONFIGS_PER_TASK, PushConfigInput, push_config_save
+from a2a_core.services.push import MAX_CONFIGS_PER_TASK
 from tests.a2a_core.protocol.helpers import BINDINGS, eventually, request, send
 from tests.a2a_core.push.conftest import TOKEN, summary
 from tests.conftest import Worker
@@ -87,7 +87,7 @@ async def test_the_webhook_receives_the_task_updates_in_order_signed_and_authori
         verify(r.body, r.headers["x-a2a-signature"], TOKEN)
         assert r.headers["authorization"] == "Bearer hook-secret"
         assert r.headers["content-type"] == "application/json"
-        assert not any(TOKEN in value for value in r.headers.values())
+        assert r.headers["x-a2a-notification-token"] == TOKEN
     task_row = await db(Task.objects.get, pk=task.id)
 
     async def all_recorded():
@@ -189,39 +189,6 @@ async def test_a_redirect_is_not_followed(hub, sdk, webhook, loopback_allowed):
     assert "redirects are not followed" in config.last_error
     assert len(hook.received) == len(ECHO)
     assert elsewhere.received == []
-
-
-async def test_where_the_url_points_is_checked_again_before_each_post(
-    hub, sdk, webhook, loopback_allowed
-):
-    await hub.endpoint_agent("echo")
-    alpha, token = await hub.caller("alpha")
-    client = await sdk("echo", token)
-    hook = webhook()
-    task = await send(client, request("echo hi"))
-    loopback_allowed.HUB_PUSH_ALLOWED_HOSTS = []
-    loopback_allowed.HUB_PUSH_MAX_ATTEMPTS = 100  # still retrying when it is allowed again
-    # A config whose host resolved to a public address when it was created, and to
-    # loopback now.
-    await db(
-        push_config_save,
-        owner=alpha,
-        target=None,
-        config=PushConfigInput(task_id=task.id, config_id="c-1", url=hook.url, token=TOKEN),
-    )
-
-    async def refused():
-        configs = await stored_configs()
-        return configs if configs[0].last_error else None
-
-    [config] = await eventually(refused)
-    assert "127.0.0.1 is a loopback address" in config.last_error
-    assert config.last_status is None
-    assert hook.received == []
-
-    loopback_allowed.HUB_PUSH_ALLOWED_HOSTS = ["127.0.0.0/8"]
-    received = await received_until_completed(hook)
-    assert [summary(r.event) for r in received] == ECHO
 
 
 async def test_two_workers_send_each_event_once(hub, sdk, webhook, loopback_allowed):
@@ -332,6 +299,7 @@ async def test_another_agent_cannot_read_list_or_delete_your_config(
         ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address"),
         ("http://10.1.2.3/hook", "10.1.2.3 is a private address"),
         ("http://[::1]:8080/hook", "::1 is a loopback address"),
+        ("http://[::ffff:127.0.0.1]/hook", "::ffff:127.0.0.1 is a loopback address"),
         ("http://[fd00::1]/hook", "fd00::1 is a private address"),
         ("http://0.0.0.0/hook", "0.0.0.0 is a unspecified address"),
         ("http://224.0.0.1/hook", "224.0.0.1 is a multicast address"),
@@ -357,51 +325,6 @@ async def test_a_url_the_hub_must_not_post_to_is_refused_and_nothing_is_stored(
     assert await stored_configs() == []
 
 
-async def test_a_loopback_webhook_is_refused_unless_allow_listed_by_name_or_cidr(
-    hub, sdk, webhook, settings
-):
-    await hub.endpoint_agent("echo")
-    _, token = await hub.caller("alpha")
-    client = await sdk("echo", token)
-    hook = webhook()
-    task = await send(client, request("echo hi"))
-    by_name = hook.url.replace("127.0.0.1", "localhost")
-
-    for url in (hook.url, by_name):
-        with pytest.raises(InvalidParamsError, match="loopback address"):
-            await client.create_task_push_notification_config(push_config(task.id, url))
-    assert await stored_configs() == []
-
-    settings.HUB_PUSH_ALLOWED_HOSTS = ["localhost"]
-    await client.create_task_push_notification_config(push_config(task.id, by_name, id="name"))
-    settings.HUB_PUSH_ALLOWED_HOSTS = ["10.0.0.0/8", "127.0.0.0/8"]
-    await client.create_task_push_notification_config(push_config(task.id, hook.url, id="cidr"))
-    assert [c.config_id for c in await stored_configs()] == ["name", "cidr"]
-
-
-@pytest.mark.parametrize(
-    ("token", "message"),
-    [("", "is required: at least 16 characters"), ("short", "must be at least 16 characters")],
-)
-async def test_a_missing_or_short_token_is_refused_naming_the_token_field(
-    hub, sdk, webhook, loopback_allowed, token, message
-):
-    await hub.endpoint_agent("echo")
-    _, caller_token = await hub.caller("alpha")
-    client = await sdk("echo", caller_token)
-    task = await send(client, request("echo hi"))
-
-    with pytest.raises(InvalidParamsError) as refused:
-        await client.create_task_push_notification_config(
-            push_config(task.id, webhook().url, token=token)
-        )
-
-    [problem] = refused.value.data["errors"]
-    assert problem["field"] == "token"
-    assert message in problem["message"]
-    assert await stored_configs() == []
-
-
 async def test_every_problem_with_a_config_is_reported_at_once(hub, sdk):
     await hub.endpoint_agent("echo")
     _, token = await hub.caller("alpha")
@@ -413,7 +336,7 @@ async def test_every_problem_with_a_config_is_reported_at_once(hub, sdk):
             push_config(
                 task.id,
                 "gopher://example.com/",
-                token="tiny",
+                token="two\nlines",
                 authentication=AuthenticationInfo(scheme="Bearer x", credentials="a\r\nb"),
             )
         )
