@@ -83,9 +83,14 @@ from a2a_core.services.messages import (
     Accepted,
     Inbound,
     message_duplicate_view,
+    message_retry_answer,
     request_answered_by,
 )
-from a2a_core.services.push import PushConfigInput, push_config_save
+from a2a_core.services.push import (
+    PushConfigInput,
+    push_config_save,
+    push_config_save_for_retry,
+)
 from a2a_core.services.tasks import (
     Failure,
     Record,
@@ -262,7 +267,8 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
     once with the submitted task while the hub delivers it in the background. A message the
     policy holds is answered at once too: its task waits, auth-required, for a human. Sent to
     the hub itself, a broadcast or knowledge share is fanned out and answered with a Message
-    listing where it went."""
+    listing where it went. A retry of a message (see `accept_batch`) is answered as the
+    first call was (`_answer_retry`)."""
     if call.target is None:
         return await _fan_out(call, request)
     config = request.configuration
@@ -272,8 +278,12 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
         return answered
     inline_push = await _inline_push(request)
     accepted = await _accept(call, request)
-    await _save_push(call, accepted, inline_push)
-    if accepted.duplicate or accepted.decision == "hold":
+    await _save_push(call, request, accepted, inline_push)
+    if accepted.duplicate:
+        return await _answer_retry(
+            accepted, blocking=not config.return_immediately, history_length=history_length
+        )
+    if accepted.decision == "hold":
         view = await db(
             message_duplicate_view, task_id=accepted.task_id, history_length=history_length
         )
@@ -350,14 +360,43 @@ async def _inline_push(request: SendMessageRequest) -> PushConfigInput | None:
     )
 
 
-async def _save_push(call: Call, accepted: Accepted, config: PushConfigInput | None) -> None:
-    if config is not None and not accepted.duplicate:
+async def _save_push(
+    call: Call, request: SendMessageRequest, accepted: Accepted, config: PushConfigInput | None
+) -> None:
+    """Save a message's inline push config on its task; a retry's is saved too, unless the
+    same config is there already."""
+    if config is None:
+        return
+    config = replace(config, task_id=accepted.task_id)
+    if accepted.duplicate:
+        named = bool(request.configuration.task_push_notification_config.id)
         await db(
-            push_config_save,
+            push_config_save_for_retry,
             owner=call.caller,
             target=call.target,
-            config=replace(config, task_id=accepted.task_id),
+            config=config,
+            id_named=named,
         )
+    else:
+        await db(push_config_save, owner=call.caller, target=call.target, config=config)
+
+
+async def _answer_retry(
+    accepted: Accepted, *, blocking: bool, history_length: int | None
+) -> Task | Message:
+    """A retry gets what the first call answered: the agent's direct Message again, or the
+    task as it is now. A blocking retry of a call still in flight waits like the first call
+    (at most the call's timeout) for the task to end or need input, rather than answering
+    with the task as it was submitted."""
+    if blocking:
+        await _await_answer(accepted)
+    kind, view = await db(
+        message_retry_answer,
+        task_id=accepted.task_id,
+        request_pk=accepted.message_pk,
+        history_length=history_length,
+    )
+    return ParseDict(view, Message()) if kind == "message" else _task(view)
 
 
 async def _answer_to_request(call: Call, message: Message) -> Task | None:
@@ -565,7 +604,7 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
     """SendStreamingMessage: the task first, then its events until it ends or needs input."""
     inline_push = await _inline_push(request)
     accepted = await _accept(call, request)
-    await _save_push(call, accepted, inline_push)
+    await _save_push(call, request, accepted, inline_push)
     view, seq, state = await db(_snapshot, accepted.task_id, None)
     yield _task(view)
     if accepted.duplicate or accepted.decision == "hold":

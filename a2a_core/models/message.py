@@ -44,6 +44,8 @@ class Message(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     extensions = models.JSONField(default=list, blank=True)
     reference_task_ids = models.JSONField(default=list, blank=True)
+    # Requests: what makes a retry the same message (`services.digest.message_digest`).
+    digest = models.CharField(max_length=64, blank=True)
 
     # --- what the hub knows about it -------------------------------------------------------
     direction = models.CharField(max_length=8, choices=Direction, default=Direction.REQUEST)
@@ -80,6 +82,11 @@ class Message(models.Model):
         related_name="messages",
         db_index=False,
     )
+    # A reply that was an endpoint agent's direct answer (a Message, no task) to this request:
+    # a retry of the request gets that Message back.
+    in_reply_to = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
     context_id = models.CharField(max_length=128, blank=True, db_index=True)
     correlation_id = models.CharField(max_length=128, blank=True, db_index=True)
     hop = models.PositiveSmallIntegerField(default=1)
@@ -108,10 +115,11 @@ class Message(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            # A retried SendMessage with the same messageId is the same message — unless the
-            # policy refused the first attempt: then the retry is judged (and recorded) anew.
+            # A retry (same caller, messageId, target and content: the digest) is the same
+            # message — unless the policy refused the first attempt: then the retry is judged
+            # (and recorded) anew. A reused messageId with anything else is a new message.
             models.UniqueConstraint(
-                fields=["sender", "message_id"],
+                fields=["sender", "message_id", "digest"],
                 condition=models.Q(direction="request", sender__isnull=False)
                 & ~models.Q(decision="reject"),
                 name="message_idempotent_per_sender",

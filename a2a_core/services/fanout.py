@@ -35,6 +35,7 @@ from a2a_core.policy.decide import Facts
 from a2a_core.policy.judge import judge
 from a2a_core.schemas.a2a import envelope_part_indexes, hub_metadata
 from a2a_core.services.classify import classify, message_item
+from a2a_core.services.digest import message_digest
 from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.messages import trace_id_from
 
@@ -118,11 +119,16 @@ def _recipients(
     return [found[slug] for slug in named if slug in found], unknown
 
 
-def _previous(caller: Agent, message_id: str) -> FanOutResult | None:
-    """The result of an earlier attempt with the same messageId (a retry changes nothing)."""
+def _previous(caller: Agent, message_id: str, digest: str) -> FanOutResult | None:
+    """The result of an earlier attempt with the same messageId and content (a retry changes
+    nothing; the same messageId with other content is a new message)."""
     row = (
         Message.objects.filter(
-            direction=Direction.REQUEST, sender=caller, message_id=message_id, task__isnull=True
+            direction=Direction.REQUEST,
+            sender=caller,
+            message_id=message_id,
+            digest=digest,
+            task__isnull=True,
         )
         .exclude(decision=Decision.REJECT)
         .first()
@@ -162,7 +168,8 @@ def fanout_accept(
             "broadcast and knowledge_share envelopes, which it fans out"
         )
     message_id = str(message["messageId"])
-    previous = _previous(caller, message_id)
+    digest = message_digest(message, target_pk=None)
+    previous = _previous(caller, message_id, digest)
     if previous is not None:
         return previous
     recipients, unknown = _recipients(kind, envelope, caller, message)
@@ -194,6 +201,7 @@ def fanout_accept(
         parts=message.get("parts") or [],
         metadata={k: v for k, v in (message.get("metadata") or {}).items() if k != "a2aHub"},
         extensions=message.get("extensions") or [],
+        digest=digest,
         direction=Direction.REQUEST,
         kind=kind,
         envelope=envelope,

@@ -40,10 +40,17 @@ from a2a_core.policy.decide import Facts
 from a2a_core.policy.judge import Judged, judge
 from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metadata
 from a2a_core.services.classify import classify, message_item, message_row
+from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.rows import insert_returning_pks, insert_rows, new_row
-from a2a_core.services.tasks import task_item, task_set_state, task_view, withdraw_questions
+from a2a_core.services.tasks import (
+    message_view,
+    task_item,
+    task_set_state,
+    task_view,
+    withdraw_questions,
+)
 
 MAX_TIMEOUT_SECONDS = 3600
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -57,7 +64,8 @@ class Accepted:
     context_id: str
     state: str
     created: bool
-    # The same messageId from the same caller was accepted before: nothing new was recorded.
+    # The same caller sent the same messageId to the same target with the same content before
+    # (see `message_digest`): nothing new was recorded.
     duplicate: bool
     message_pk: int
     message_created_at: datetime
@@ -241,6 +249,7 @@ class _Plan:
     created: bool
     remote_context_id: str
     facts: Facts
+    digest: str
     row: Message | None = None
     judged: Judged | None = None
 
@@ -376,6 +385,7 @@ def _row(plan: _Plan, task: Task | None, judged: Judged) -> Message:
         summary=plan.summary,
         sender=item.caller,
         target=item.target,
+        digest=plan.digest,
         recipients=[item.target.slug],
         correlation_id=str(
             (plan.envelope or {}).get("correlationId") or plan.hub.get("correlationId") or ""
@@ -409,8 +419,11 @@ def accept_batch(
 
     Each message is checked, placed in a task and judged by the coordinator in order; every
     message is recorded with the decision, including those it refuses (their callers get a
-    `PolicyRejected`). With `find_duplicates` off, a retried messageId is left to the unique
-    constraint: the insert fails with IntegrityError and the caller replays the batch with it on.
+    `PolicyRejected`). A retry — the same caller, messageId, target and content as a message
+    accepted before (the same `message_digest`) — records nothing and is `duplicate`, with the
+    first message's task; a reused messageId with another target, taskId or content is a new
+    message. With `find_duplicates` off, a retry is left to the unique constraint: the insert
+    fails with IntegrityError and the caller replays the batch with it on.
     """
     results: list[Accepted | HubError | None] = [None] * len(items)
     now = timezone.now()
@@ -418,7 +431,7 @@ def accept_batch(
     earlier_tasks = Task.objects.in_bulk([found[4] for found in earlier.values()])
 
     plans: list[_Plan] = []
-    first_in_batch: dict[tuple[int, str], _Plan] = {}
+    first_in_batch: dict[tuple[int, str, str], _Plan] = {}
     repeats: list[tuple[int, _Plan, float]] = []
     for i, item in enumerate(items):
         try:
@@ -427,7 +440,8 @@ def accept_batch(
             _check_sender(envelope, item.message, item.caller)
             hub = hub_metadata(item.message.get("metadata"), item.request_metadata)
             timeout = _timeout(hub)
-            key = (item.caller.pk, str(item.message["messageId"]))
+            digest = message_digest(item.message, target_pk=item.target.pk)
+            key = (item.caller.pk, str(item.message["messageId"]), digest)
             if key in earlier:
                 found = earlier[key]
                 results[i] = _accepted(
@@ -453,6 +467,7 @@ def accept_batch(
             created,
             remote_context_id,
             _facts(item, task, created, kind, envelope),
+            digest,
         )
         plans.append(plan)
         first_in_batch[key] = plan
@@ -536,10 +551,15 @@ def accept_batch(
     return [r for r in results if r is not None]
 
 
-def _earlier(items: Sequence[Inbound]) -> dict[tuple[int, str], tuple[Any, ...]]:
-    """Messages these items repeat (same sender and messageId), by (sender pk, messageId)."""
+def _earlier(items: Sequence[Inbound]) -> dict[tuple[int, str, str], tuple[Any, ...]]:
+    """Messages these items repeat (same sender, messageId and digest), by (sender pk,
+    messageId, digest)."""
     keys = {
-        (item.caller.pk, str(item.message.get("messageId")))
+        (
+            item.caller.pk,
+            str(item.message.get("messageId")),
+            message_digest(item.message, target_pk=item.target.pk),
+        )
         for item in items
         if item.message.get("messageId")
     }
@@ -551,12 +571,15 @@ def _earlier(items: Sequence[Inbound]) -> dict[tuple[int, str], tuple[Any, ...]]
             direction=Direction.REQUEST,
             sender_id__in={k[0] for k in keys},
             message_id__in={k[1] for k in keys},
+            digest__in={k[2] for k in keys},
         )
         .exclude(decision=Decision.REJECT)
-        .values_list("pk", "created_at", "kind", "envelope", "task_id", "sender_id", "message_id")
+        .values_list(
+            "pk", "created_at", "kind", "envelope", "task_id", "sender_id", "message_id", "digest"
+        )
     ):
-        if (found[5], found[6]) in keys and found[4] is not None:
-            earlier[(found[5], found[6])] = found
+        if (found[5], found[6], found[7]) in keys and found[4] is not None:
+            earlier[(found[5], found[6], found[7])] = found
     return earlier
 
 
@@ -594,7 +617,8 @@ def message_accept(
     its context must match and it must not be terminal); without one a new task is created
     with a server-generated id. A call made while the caller works on task T (T given as
     `metadata.a2aHub.parentTaskId` or the `A2A-Hub-Parent-Task` header) becomes a child of T.
-    Retrying the same `messageId` returns the first attempt's task without recording anything.
+    Retrying the same message (same `messageId`, target and content) returns the first
+    attempt's task without recording anything; see `accept_batch`.
     Raises `ValidationFailed`, `NotFound` or `IllegalTransition`; nothing is written then.
     """
     item = Inbound(caller, target, message, request_metadata or {}, parent_hint, traceparent)
@@ -635,6 +659,23 @@ def request_answered_by(*, caller: Agent, target: Agent, message: dict[str, Any]
 def message_duplicate_view(*, task_id: str, history_length: int | None) -> dict[str, Any]:
     task = Task.objects.get(pk=task_id)
     return task_view(task, history_length=history_length)
+
+
+def message_retry_answer(
+    *, task_id: str, request_pk: int, history_length: int | None
+) -> tuple[str, dict[str, Any]]:
+    """What a retry of a request gets back: ("message", the Message the endpoint agent
+    answered it with, exactly as the first call returned it), or ("task", the task as it is
+    now, `message_duplicate_view`)."""
+    task = Task.objects.get(pk=task_id)
+    direct = Message.objects.filter(
+        task=task, direction=Direction.REPLY, in_reply_to_id=request_pk
+    ).first()
+    if direct is None:
+        return "task", task_view(task, history_length=history_length)
+    view = message_view(direct, task)
+    del view["taskId"]
+    return "message", view
 
 
 def queued_delivery(message: Message, task: Task) -> tuple[Accepted, dict[str, Any]]:

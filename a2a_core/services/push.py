@@ -175,6 +175,29 @@ def push_config_save(
     )
 
 
+def push_config_save_for_retry(
+    *, owner: Agent, target: Agent | None, config: PushConfigInput, id_named: bool
+) -> PushNotificationConfig:
+    """A retried message's inline config: `push_config_save`, unless the owner already has the
+    same config on the task (same URL, token and authentication — and id, when `id_named`:
+    the retry names one rather than leaving it to the hub); that one is left as it is, so a
+    retry neither duplicates it nor restarts its delivery."""
+    same = PushNotificationConfig.objects.filter(
+        task_id=config.task_id,
+        owner=owner,
+        url=config.url,
+        token=config.token,
+        auth_scheme=config.auth_scheme,
+        auth_credentials=config.auth_credentials,
+    )
+    if id_named:
+        same = same.filter(config_id=config.config_id)
+    found = same.first()
+    if found is not None:
+        return found
+    return push_config_save(owner=owner, target=target, config=config)
+
+
 def _ids(task_id: str, config_id: str | None = None) -> None:
     problems: list[FieldProblem] = []
     _require(problems, taskId=task_id)

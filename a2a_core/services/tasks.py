@@ -367,9 +367,11 @@ class _Recording:
         self.task = task
         self.request = request
 
-    def reply(self, message: dict[str, Any], *, late: bool = False) -> bool:
+    def reply(self, message: dict[str, Any], *, late: bool = False, direct: bool = False) -> bool:
         """Store an agent's message on the task once (agents repeat them in events and
-        history); False if it was stored before. `late`: it came after the task's deadline."""
+        history); False if it was stored before. `late`: it came after the task's deadline.
+        `direct`: it is the agent's whole answer to the request being recorded (a Message,
+        no task), which a retry of that request gets back."""
         message_id = str(message.get("messageId") or "")
         seen = self.work.seen(self.task)
         if not message_id or message_id in seen:
@@ -392,6 +394,7 @@ class _Recording:
             correlation_id=str((envelope or {}).get("correlationId") or "")[:128],
             delivery_state=DeliveryState.DELIVERED,
             late=late,
+            in_reply_to_id=self.request[0] if direct and self.request else None,
         )
         self.work.replies.append((row, task))
         return True
@@ -634,7 +637,7 @@ def _apply(work: _UnitOfWork, op: Record) -> Any:
         rec.done(deadline=op.deadline)
         return None
     if isinstance(op, Reply):
-        rec.reply(op.message)
+        rec.reply(op.message, direct=True)
         if task.state not in TERMINAL_STATES:
             rec.status({"state": "TASK_STATE_COMPLETED"})
         rec.done()
