@@ -74,7 +74,6 @@ from a2a_core.models import (
     Scope as AgentScope,
 )
 from a2a_core.models import Task as TaskRow
-from a2a_core.models.task import new_id
 from a2a_core.policy.state import retry_seconds
 from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.services.fanout import NotFanOut, fanout_accept
@@ -333,7 +332,7 @@ async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
         )
     return ParseDict(
         {
-            "messageId": new_id(),
+            "messageId": result.answer_id,
             "role": "ROLE_AGENT",
             "contextId": result.context_id,
             "parts": [

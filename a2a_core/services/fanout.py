@@ -12,6 +12,7 @@ The sender never receives its own broadcast.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,8 @@ class FanOutResult:
     duplicate: bool = False
     # When the policy let nothing through: why (the first refusal).
     refusal: Any = None
+    # The messageId of the hub's answer: the same for every retry of the message.
+    answer_id: str = ""
 
     def summary(self) -> str:
         sent = sum(1 for d in self.deliveries if d["decision"] != Decision.REJECT)
@@ -135,19 +138,28 @@ def _previous(caller: Agent, message_id: str, digest: str) -> FanOutResult | Non
     )
     if row is None:
         return None
-    result = FanOutResult(row.message_id, row.context_id, duplicate=True)
+    result = FanOutResult(row.message_id, row.context_id, duplicate=True, answer_id=_answer_id(row))
     for delivery in row.deliveries.select_related("recipient").order_by("pk"):
-        result.deliveries.append(_entry(delivery))
+        # The answer as first given: each delivery as it was created, not as it is now.
+        rejected = delivery.decision == Decision.REJECT
+        state = DeliveryState.REJECTED if rejected else DeliveryState.PENDING
+        result.deliveries.append(_entry(delivery, state=state))
+    delivered = {entry["agent"] for entry in result.deliveries}
+    result.unknown = [slug for slug in row.recipients if slug not in delivered]
     return result
 
 
-def _entry(delivery: Delivery) -> dict[str, Any]:
+def _entry(delivery: Delivery, *, state: str | None = None) -> dict[str, Any]:
     return {
         "agent": delivery.recipient.slug,
         "decision": delivery.decision,
         "reason": delivery.decision_reason,
-        "state": delivery.state,
+        "state": state or delivery.state,
     }
+
+
+def _answer_id(row: Message) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"a2a-hub:fan-out:{row.pk}"))
 
 
 @transaction.atomic
@@ -244,7 +256,7 @@ def fanout_accept(
     if any(d.next_attempt_at is not None for d in deliveries):
         publish_many_on_commit([("outbox", event("outbox.fan_out", message_pk=row.pk))])
     publish_traffic_on_commit([message_item(row, None)], {})
-    result = FanOutResult(message_id, context_id, unknown=unknown)
+    result = FanOutResult(message_id, context_id, unknown=unknown, answer_id=_answer_id(row))
     if not passed and judged:
         result.refusal = judged[0].decision
     for delivery in deliveries:

@@ -138,11 +138,17 @@ async def test_a_knowledge_share_goes_to_the_agents_it_names(hub, sdk):
 
     again = await send(await hub_client(hub, sdk, lead), fan_out(share, "k-1"))  # a retry
 
-    def decided(deliveries: list[dict[str, Any]]) -> list[tuple[str, str]]:
-        return [(d["agent"], d["decision"]) for d in deliveries]
-
-    assert decided(answer_data(again)["deliveries"]) == decided(data["deliveries"])
+    assert MessageToDict(again) == MessageToDict(answer)
     assert await db(Delivery.objects.count) == 2
+
+    share["payload"]["discovery"] = "test_login is fixed"
+    other = await send(await hub_client(hub, sdk, lead), fan_out(share, "k-1"))  # id reused
+
+    assert other.message_id != answer.message_id
+    assert [d["agent"] for d in answer_data(other)["deliveries"]] == ["ana", "bo"]
+    frame = await inbox.next_of("delivery")
+    assert frame["envelope"]["payload"]["discovery"] == "test_login is fixed"
+    assert await db(Delivery.objects.count) == 4
     await inbox.close()
 
 
