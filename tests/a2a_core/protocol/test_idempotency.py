@@ -156,3 +156,16 @@ async def test_a_blocking_retry_of_a_call_in_flight_waits_for_its_answer(hub, sd
     assert again.status.state == TaskState.TASK_STATE_COMPLETED
     assert [p.text for a in again.artifacts for p in a.parts] == ["done slowly"]
     assert len(scripted.state.messages) == 1
+
+
+async def test_identical_calls_at_once_are_one_message_with_one_answer(hub, raw):
+    scripted, _, _ = await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+    sent = message("echo at once", "burst-1")
+
+    results = await asyncio.gather(*(rpc_result(raw, token, sent) for _ in range(6)))
+
+    assert results[0]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert all(result == results[0] for result in results)
+    assert len(scripted.state.messages) == 1
+    assert await request_rows("burst-1") == 1
