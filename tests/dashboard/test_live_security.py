@@ -57,6 +57,44 @@ async def test_a_websocket_from_a_foreign_origin_is_refused(hub):
         pass  # the hub's own pages connect
 
 
+async def test_a_websocket_from_another_port_or_scheme_of_the_same_host_is_refused(hub):
+    await db(user_create, username="vera", password=PASSWORD, role="viewer")
+    cookie = await session_cookie(hub.url, "vera")
+    port = hub.url.rsplit(":", 1)[1]
+    for origin in ("http://127.0.0.1:1", f"https://127.0.0.1:{port}", "http://localhost:" + port):
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            await websockets.connect(
+                socket_url(hub.url), origin=origin, additional_headers={"Cookie": cookie}
+            )
+        assert refused.value.response.status_code == 403, origin
+    async with websockets.connect(
+        socket_url(hub.url), origin=hub.url, additional_headers={"Cookie": cookie}
+    ) as ws:
+        await ws.send("{}")  # the hub's own page is connected
+
+
+async def test_a_websocket_from_an_origin_in_csrf_trusted_origins_is_accepted(hub, settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["http://127.0.0.1:1"]
+    await db(user_create, username="vera", password=PASSWORD, role="viewer")
+    cookie = await session_cookie(hub.url, "vera")
+    async with websockets.connect(
+        socket_url(hub.url), origin="http://127.0.0.1:1", additional_headers={"Cookie": cookie}
+    ) as ws:
+        await ws.send("{}")
+
+
+async def test_behind_a_tls_proxy_the_https_origin_is_the_hubs_own(hub, settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    await db(user_create, username="vera", password=PASSWORD, role="viewer")
+    cookie = await session_cookie(hub.url, "vera")
+    https = hub.url.replace("http://", "https://")
+    headers = {"Cookie": cookie, "X-Forwarded-Proto": "https"}
+    async with websockets.connect(socket_url(hub.url), origin=https, additional_headers=headers):
+        pass
+    with pytest.raises(websockets.InvalidStatus):
+        await websockets.connect(socket_url(hub.url), origin=hub.url, additional_headers=headers)
+
+
 async def test_a_websocket_without_a_logged_in_user_with_a_role_is_refused(hub, django_user_model):
     with pytest.raises(websockets.InvalidStatus):
         await websockets.connect(socket_url(hub.url), origin=hub.url)
