@@ -1,8 +1,17 @@
 """Django admin registrations: a raw view of every table for administrators."""
 
 from django.contrib import admin
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from a2a_core import models
+from a2a_core.services.agents import agent_delete
+
+
+def _user(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) else None
 
 
 @admin.register(models.Agent)
@@ -11,6 +20,15 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ["status", "delivery_mode"]
     search_fields = ["slug", "name", "description"]
     readonly_fields = ["token_hash", "token_prefix", "token_issued_at", "card_digest"]
+
+    # Deleting goes through the service, which ends the agent's open inbox sessions.
+    def delete_model(self, request: HttpRequest, obj: models.Agent) -> None:
+        agent_delete(agent=obj, actor=_user(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[models.Agent]) -> None:
+        with transaction.atomic():
+            for agent in queryset:
+                agent_delete(agent=agent, actor=_user(request))
 
 
 @admin.register(models.AgentCardVersion)

@@ -85,6 +85,21 @@ class PermissionDenied(HubError):
     code = "permission_denied"
 
 
+class AgentSuspended(PermissionDenied):
+    """The agent is suspended: the hub neither delivers to it nor takes its calls."""
+
+    code = "agent_suspended"
+
+    def __init__(self, slug: str, reason: str = "") -> None:
+        super().__init__(
+            f"{slug} is suspended"
+            + (f" ({reason})" if reason else "")
+            + ": the hub delivers nothing to it and takes none of its calls until an admin "
+            "resumes it",
+            details={"agent": slug, "status": "suspended"},
+        )
+
+
 class Unauthenticated(HubError):
     code = "unauthenticated"
 

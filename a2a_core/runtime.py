@@ -1,11 +1,12 @@
 """What every server process runs besides answering requests.
 
 - the bus listener: events from other processes (a new policy, a changed agent, a queued
-  delivery) reach this process's caches and outbox at once;
+  delivery) reach this process's caches, outbox and inbox sessions at once;
 - the outbox: delivers queued messages (approved or redirected by a human) and fan-out
   copies for endpoint agents;
 - the sweeper: applies escalation and inbox task deadlines, fails tasks a dead process was
-  delivering, drops inbox sessions of dead connections and clears old rate-limit windows;
+  delivering, drops inbox sessions of dead connections, ends this process's inbox sessions of
+  agents that lost access (`a2a_core.inbox.access`) and clears old rate-limit windows;
 - the pusher: POSTs tasks' events to their push notification webhooks.
 Each loop survives its own errors; the database stays the source of truth, so a missed event
 only delays things until the next poll.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from channels.layers import get_channel_layer
@@ -33,6 +35,9 @@ OUTBOX_POLL_SECONDS = 2.0
 PUSH_POLL_SECONDS = 0.5
 SWEEP_SECONDS = 1.0
 GROUPS = ("policy", "agents", "outbox")
+# Agent events after which the agent's inbox sessions may have to end (and agent.status
+# when it says suspended).
+ACCESS_EVENTS = ("agent.token_rotated", "agent.updated", "agent.deleted")
 
 _tasks: list[asyncio.Task[None]] = []
 _outbox_wake: asyncio.Event | None = None
@@ -55,7 +60,11 @@ async def _bus() -> None:
 
                 invalidate()
             elif name.startswith("agent."):
-                agent_cache.forget(agent_id=message.get("agent_id"), slug=message.get("slug"))
+                agent_id = message.get("agent_id")
+                agent_cache.forget(agent_id=agent_id, slug=message.get("slug"))
+                suspended = name == "agent.status" and message.get("status") == "suspended"
+                if (name in ACCESS_EVENTS or suspended) and isinstance(agent_id, int):
+                    _spawn(_end_revoked_sessions([agent_id]))
             elif name.startswith("outbox.") and _outbox_wake is not None:
                 _outbox_wake.set()
     finally:
@@ -110,6 +119,26 @@ async def _sweeper() -> None:
             last_cleanup = await db(_sweep, time.time(), last_cleanup)
         except Exception:
             log.debug("sweep failed", exc_info=True)
+        await _end_revoked_sessions(None)
+
+
+async def _end_revoked_sessions(agent_ids: list[int] | None) -> None:
+    from a2a_core.inbox.access import sessions_check
+
+    try:
+        await sessions_check(agent_ids)
+    except Exception:
+        log.warning("inbox session check failed", exc_info=True)
+
+
+_checks: set[asyncio.Task[None]] = set()
+
+
+def _spawn(coroutine: Coroutine[Any, Any, None]) -> None:
+    """Run `coroutine` beside the bus listener, which must not wait for the database."""
+    task = asyncio.get_running_loop().create_task(coroutine)
+    _checks.add(task)
+    task.add_done_callback(_checks.discard)
 
 
 async def _pusher() -> None:

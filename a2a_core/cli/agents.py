@@ -45,7 +45,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.set_defaults(handler=register)
 
-    p = sub.add_parser("suspend", help="stop routing to and from an agent")
+    p = sub.add_parser("suspend", help="stop routing to and from an agent; end its connections")
     p.add_argument("slug")
     p.add_argument("--reason", default="", help="why, for the audit log")
     p.set_defaults(handler=suspend)
@@ -143,4 +143,7 @@ def token_rotate(args: argparse.Namespace, out: Any) -> None:
     agent = _agent(args.slug)
     token = agent_services.agent_token_rotate(agent=agent, actor_label="cli")
     out.write(f"token: {token}")
-    out.write(f"The previous token of {agent.slug} no longer works. This token is shown once.")
+    out.write(
+        f"The previous token of {agent.slug} no longer works; connections opened with it are "
+        "closed. This token is shown once."
+    )

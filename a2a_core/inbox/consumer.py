@@ -6,9 +6,10 @@ are committed (an `inbox.wake` event on the agent's group), at most HUB_INBOX_WI
 unacknowledged at a time; one overdue for its acknowledgement is sent again. See
 `a2a_core.inbox.protocol` for the frames.
 
-Close codes: 4401 no or unknown token, 4403 the token is another agent's or lacks the
-a2a:receive scope, 4404 no such agent, 4409 the agent is an endpoint agent, 1009 a frame over
-the size limit.
+Close codes: 4401 no or unknown token (or, on an open connection, the token was rotated or the
+agent deleted), 4403 the token is another agent's or lacks the a2a:receive scope, or the agent
+is suspended, 4404 no such agent, 4409 the agent is an endpoint agent, 1009 a frame over the
+size limit. Each refusal is an `error` frame first, then the close with the code and a reason.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a_core import agent_cache
 from a2a_core.asyncdb import db
 from a2a_core.batching import Batcher
 from a2a_core.errors import HubError, NotFound, PermissionDenied, Unauthenticated
+from a2a_core.inbox.access import Session, inbox_agent, session_close, session_open
 from a2a_core.inbox.protocol import Ack, ArtifactChunk, Status, apply, error_frame, parse, ref_of
 from a2a_core.logging import get_logger
-from a2a_core.models import Agent, DeliveryMode, Transport
-from a2a_core.models import Scope as AgentScope
+from a2a_core.models import Agent, Transport
 from a2a_core.services.inbox import (
     Claim,
     inbox_acks,
@@ -47,6 +47,8 @@ from a2a_core.sockets import Consumer
 log = get_logger("inbox")
 
 CLOSE_CODES = {Unauthenticated: 4401, PermissionDenied: 4403, NotFound: 4404}
+# RFC 6455: a close frame's reason is at most 123 bytes of UTF-8.
+MAX_REASON_BYTES = 123
 
 # Every connection's claims and acknowledgements share transactions (group commit).
 _claims: Batcher[Claim, list[dict[str, Any]]] = Batcher(inbox_claims)
@@ -61,32 +63,21 @@ def bearer(headers: list[tuple[bytes, bytes]]) -> str:
     return ""
 
 
-def inbox_agent(token: str, slug: str) -> Agent:
-    """The inbox agent `slug`, if `token` is its own; raise why not otherwise."""
-    if not token:
-        raise Unauthenticated("send 'Authorization: Bearer <token>' (the agent's hub token)")
-    caller = agent_cache.agent_by_token(token)
-    if caller is None:
-        raise Unauthenticated("the bearer token is unknown or was rotated")
-    if caller.slug != slug:
-        if agent_cache.agent_by_slug(slug) is None:
-            raise NotFound(f"no agent {slug!r} is registered")
-        raise PermissionDenied(f"this token belongs to {caller.slug}, not {slug}")
-    if caller.delivery_mode != DeliveryMode.INBOX:
-        raise WrongMode(f"{slug} is an endpoint agent: the hub calls its server, it has no inbox")
-    if not caller.has_scope(AgentScope.RECEIVE):
-        raise PermissionDenied(f"{slug}'s token lacks the a2a:receive scope")
-    return caller
+def close_code(exc: HubError) -> int:
+    return next((code for cls, code in CLOSE_CODES.items() if isinstance(exc, cls)), 4409)
 
 
-class WrongMode(HubError):
-    code = "not_an_inbox_agent"
+def close_reason(exc: HubError) -> str:
+    return exc.message.encode()[:MAX_REASON_BYTES].decode(errors="ignore")
 
 
 class InboxConsumer(Consumer):
     agent: Agent | None = None
+    session: Session | None = None
     pump: asyncio.Task[None] | None = None
     acking: asyncio.Task[None] | None = None
+    # Set once the hub closed the connection: nothing more is sent on it.
+    closed = False
 
     async def connect(self) -> None:
         slug = self.scope["url_route"]["kwargs"]["slug"]
@@ -94,10 +85,11 @@ class InboxConsumer(Consumer):
         try:
             agent = await db(inbox_agent, bearer(self.scope.get("headers", [])), slug)
         except HubError as exc:
-            await self._send(error_frame(exc))
-            await self.close(code=CLOSE_CODES.get(type(exc), 4409))
+            await self._refuse(exc)
             return
         self.agent = agent
+        self.session = Session(agent.pk, agent.slug, agent.token_hash or "", self._refuse)
+        session_open(self.session)
         self.wake = asyncio.Event()
         # Deliveries sent on this connection and not acknowledged yet: delivery id -> task id.
         self.unacked: dict[int, str | None] = {}
@@ -120,6 +112,8 @@ class InboxConsumer(Consumer):
                 "window": settings.HUB_INBOX_WINDOW,
             }
         )
+        if self.closed:  # ended while connecting
+            return
         self.pump = asyncio.get_running_loop().create_task(
             self._deliver(), name=f"inbox-{agent.slug}"
         )
@@ -128,6 +122,8 @@ class InboxConsumer(Consumer):
         agent = self.agent
         if agent is None:
             return
+        if self.session is not None:
+            session_close(self.session)
         if self.pump is not None:
             self.pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -139,7 +135,7 @@ class InboxConsumer(Consumer):
         await db(inbox_disconnect, agent_id=agent.pk, channel=self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.agent is None:
+        if self.agent is None or self.closed:
             return
         data = text_data if text_data is not None else bytes_data or b""
         if len(data) > settings.HUB_MAX_BODY_BYTES:
@@ -197,7 +193,19 @@ class InboxConsumer(Consumer):
             await self._send({"type": "canceled", "taskId": message.get("task_id")})
 
     async def _send(self, frame: dict[str, Any]) -> None:
+        if self.closed:
+            return
         await self.send(text_data=json.dumps(frame, default=str))
+
+    async def _refuse(self, exc: HubError) -> None:
+        """Tell the agent why it may not (or no longer) hold this connection, and close it.
+        Deliveries sent and not acknowledged go out again on its next connection."""
+        if self.pump is not None:
+            self.pump.cancel()
+        with contextlib.suppress(Exception):
+            await self._send(error_frame(exc))
+        self.closed = True
+        await self.close(code=close_code(exc), reason=close_reason(exc))
 
     async def _deliver(self) -> None:
         """Send what is queued, whenever woken, keeping at most HUB_INBOX_WINDOW out

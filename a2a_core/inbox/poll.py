@@ -8,7 +8,8 @@ POST /inbox/<agent>/           one frame ({"type": "ack", ...}) or {"frames": [.
 Same frames and at-least-once rules as the websocket (`a2a_core.inbox.protocol`). The agent
 is online while it keeps polling; the first poll after a gap (HUB_INBOX_POLL_GRACE) gets every
 unacknowledged delivery again. Errors are JSON: {"error": {"code", "message", "errors"?}} with
-the HTTP status that says why (400, 401, 403, 404, 409, 413).
+the HTTP status that says why (400, 401, 403, 404, 409, 413). A poll waiting for work when the
+agent's token is rotated, or the agent suspended or deleted, ends at once with that error.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from a2a_core.errors import (
     Unauthenticated,
     ValidationFailed,
 )
-from a2a_core.inbox.consumer import WrongMode, inbox_agent
+from a2a_core.inbox.access import Session, WrongMode, inbox_agent, session_close, session_open
 from a2a_core.inbox.protocol import answer
 from a2a_core.models import Agent, Transport
 from a2a_core.protocol.gate import bearer_token
@@ -45,6 +46,10 @@ MAX_FRAMES = 100
 STATUS = {Unauthenticated: 401, PermissionDenied: 403, NotFound: 404, WrongMode: 409}
 
 
+def _status(exc: HubError) -> int:
+    return next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 400)
+
+
 def _error(exc: HubError, status: int | None = None) -> JSONResponse:
     body: dict[str, Any] = {"code": exc.code, "message": exc.message}
     if isinstance(exc, ValidationFailed) and exc.problems:
@@ -52,9 +57,7 @@ def _error(exc: HubError, status: int | None = None) -> JSONResponse:
     headers = (
         {"WWW-Authenticate": 'Bearer realm="a2a-hub"'} if isinstance(exc, Unauthenticated) else {}
     )
-    return JSONResponse(
-        {"error": body}, status_code=status or STATUS.get(type(exc), 400), headers=headers
-    )
+    return JSONResponse({"error": body}, status_code=status or _status(exc), headers=headers)
 
 
 async def _agent(request: Request) -> Agent:
@@ -101,14 +104,29 @@ async def poll(request: Request) -> Response:
     if frames or wait == 0 or layer is None:
         return JSONResponse({"deliveries": frames})
     channel = await layer.new_channel()
+    revoked: asyncio.Future[HubError] = asyncio.get_running_loop().create_future()
+
+    async def end(exc: HubError) -> None:
+        if not revoked.done():
+            revoked.set_result(exc)
+
+    session = Session(agent.pk, agent.slug, agent.token_hash or "", end)
+    session_open(session)
     await layer.group_add(inbox_group(agent.pk), channel)
     try:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait):
                 while not frames:
-                    await layer.receive(channel)
+                    woken = asyncio.ensure_future(layer.receive(channel))
+                    try:
+                        await asyncio.wait([woken, revoked], return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        woken.cancel()
+                    if revoked.done():
+                        return _error(revoked.result())
                     frames = await _claim(agent, resend_unacked=False)
     finally:
+        session_close(session)
         await layer.group_discard(inbox_group(agent.pk), channel)
     return JSONResponse({"deliveries": frames})
 

@@ -28,7 +28,7 @@ from a2a.utils.errors import PushNotificationNotSupportedError, UnsupportedOpera
 from django.conf import settings
 
 from a2a_core.delivery import dispatch, push
-from a2a_core.errors import HubError
+from a2a_core.errors import AgentSuspended, HubError
 from a2a_core.metrics import CallRecord
 from a2a_core.protocol.errors import to_a2a
 
@@ -44,10 +44,20 @@ def _call(context: ServerCallContext) -> dispatch.Call:
     return call
 
 
+def _not_suspended(context: ServerCallContext) -> dispatch.Call:
+    """The call, unless its caller is suspended. A suspended agent's messages go to the
+    policy, which refuses and records them (`caller_suspended`); everything else it asks —
+    reads, cancels, subscriptions, push configs — is refused here."""
+    call = _call(context)
+    if call.caller.is_suspended:
+        raise to_a2a(AgentSuspended(call.caller.slug, call.caller.status_reason))
+    return call
+
+
 def _push_call(context: ServerCallContext) -> dispatch.Call:
     if not settings.HUB_PUSH_ENABLED:
         raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
-    return _call(context)
+    return _not_suspended(context)
 
 
 async def _mapped[T](awaitable: Awaitable[T]) -> T:
@@ -109,25 +119,25 @@ class HubRequestHandler(RequestHandler):
 
     @validate_request_params
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        return await _mapped(dispatch.get_task(_call(context), params))
+        return await _mapped(dispatch.get_task(_not_suspended(context), params))
 
     @validate_request_params
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
-        return await _mapped(dispatch.list_tasks(_call(context), params))
+        return await _mapped(dispatch.list_tasks(_not_suspended(context), params))
 
     @validate_request_params
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
-        return await _mapped(dispatch.cancel_task(_call(context), params))
+        return await _mapped(dispatch.cancel_task(_not_suspended(context), params))
 
     @validate_request_params
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
-        async for item in _mapped_stream(dispatch.subscribe(_call(context), params)):
+        async for item in _mapped_stream(dispatch.subscribe(_not_suspended(context), params)):
             yield item
 
     # Push config methods check their own fields (reporting every problem at once), after

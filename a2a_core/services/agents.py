@@ -1,4 +1,8 @@
-"""The agent registry: register from a card, re-register, suspend/resume, tokens."""
+"""The agent registry: register from a card, re-register, suspend/resume, tokens, delete.
+
+Suspending an agent, rotating its token or deleting it ends its open inbox sessions
+(websockets and waiting long-polls) on every worker at once: each process hears the change's
+`agent.*` event (see `a2a_core.inbox.access`)."""
 
 from __future__ import annotations
 
@@ -250,8 +254,10 @@ def agent_suspend(
     actor: User | None = None,
     actor_label: str = "",
 ) -> bool:
-    """Suspend an agent: the policy stops routing to and from it. Returns False if it already
-    was suspended (nothing changes)."""
+    """Suspend an agent: the policy stops routing to and from it, its other calls (reads,
+    cancels, push configs) are refused, and its inbox sessions end; work queued for it waits
+    for `agent_resume` (or fails when its deadline passes first). Returns False if it
+    already was suspended (nothing changes)."""
     agent = Agent.objects.select_for_update().get(pk=agent.pk)
     if agent.status == AgentStatus.SUSPENDED:
         return False
@@ -273,7 +279,8 @@ def agent_suspend(
 
 @transaction.atomic
 def agent_resume(*, agent: Agent, actor: User | None = None, actor_label: str = "") -> bool:
-    """Lift a suspension. Returns False if the agent was not suspended."""
+    """Lift a suspension: an inbox agent can connect again and gets the work that waited.
+    Returns False if the agent was not suspended."""
     agent = Agent.objects.select_for_update().get(pk=agent.pk)
     if agent.status != AgentStatus.SUSPENDED:
         return False
@@ -298,8 +305,8 @@ def agent_resume(*, agent: Agent, actor: User | None = None, actor_label: str = 
 
 @transaction.atomic
 def agent_token_rotate(*, agent: Agent, actor: User | None = None, actor_label: str = "") -> str:
-    """Issue a new bearer token; the old one stops working at once. Returns the new token
-    (the only time it is ever shown)."""
+    """Issue a new bearer token; the old one stops working at once, and sessions opened with
+    it end. Returns the new token (the only time it is ever shown)."""
     agent = Agent.objects.select_for_update().get(pk=agent.pk)
     token = _issue_token(agent)
     agent.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
@@ -314,6 +321,24 @@ def agent_token_rotate(*, agent: Agent, actor: User | None = None, actor_label: 
     )
     publish_many_on_commit(_agent_event("agent.token_rotated", agent))
     return token
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent, actor: User | None = None, actor_label: str = "") -> None:
+    """Delete an agent that has no traffic recorded (the database refuses otherwise, with
+    `ProtectedError`); its token stops working and its inbox sessions end."""
+    agent = Agent.objects.select_for_update().get(pk=agent.pk)
+    audit_record(
+        action="agent.delete",
+        summary=f"deleted {agent.slug}",
+        actor=actor,
+        actor_label=actor_label,
+        agent=None,
+        object_type="agent",
+        object_id=agent.slug,
+    )
+    publish_many_on_commit(_agent_event("agent.deleted", agent))
+    agent.delete()
 
 
 def agent_set_presence(*, agent_id: int, status: str) -> None:

@@ -28,6 +28,7 @@ from a2a_core.events import event, publish_many_on_commit
 from a2a_core.models import (
     ACTIVE_STATE_LIST,
     TERMINAL_STATES,
+    Agent,
     AgentStatus,
     Delivery,
     DeliveryMode,
@@ -269,9 +270,18 @@ def inbox_sessions_expire(*, now: datetime | None = None) -> int:
 # --- deadlines ----------------------------------------------------------------------------------
 
 
+def _expiry_reason(target: Agent) -> str:
+    reason = f"no answer from {target.slug} before the deadline"
+    if target.status == AgentStatus.SUSPENDED:
+        why = f" ({target.status_reason})" if target.status_reason else ""
+        return f"{reason}: {target.slug} is suspended{why}"
+    return reason
+
+
 def inbox_tasks_expire(*, now: datetime | None = None, limit: int = 200) -> int:
-    """Fail inbox agents' tasks whose deadline passed without an answer; their deliveries not
-    sent yet expire. An answer that still comes is recorded as late."""
+    """Fail inbox agents' tasks whose deadline passed without an answer, saying so (and that
+    the agent is suspended, when it is); their deliveries not sent yet expire. An answer that
+    still comes is recorded as late."""
     now = now or timezone.now()
     due = list(
         Task.objects.filter(
@@ -284,9 +294,7 @@ def inbox_tasks_expire(*, now: datetime | None = None, limit: int = 200) -> int:
     )
     if not due:
         return 0
-    tasks_record(
-        [Failure(task.pk, f"no answer from {task.target.slug} before the deadline") for task in due]
-    )
+    tasks_record([Failure(task.pk, _expiry_reason(task.target)) for task in due])
     Delivery.objects.filter(task_id__in=[t.pk for t in due], state=DeliveryState.PENDING).update(
         state=DeliveryState.EXPIRED
     )

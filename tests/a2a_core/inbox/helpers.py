@@ -76,3 +76,27 @@ async def close_opened_inboxes() -> None:
         return not await db(InboxSession.objects.filter(transport="websocket").exists)
 
     await eventually(gone)
+
+
+async def ended_by_hub(inbox: Inbox, within: float = 10.0) -> tuple[dict[str, Any], int, str]:
+    """Read until the hub closes the connection: (its last error frame, close code, reason).
+    Fails if the connection is still open after `within` seconds."""
+    error: dict[str, Any] = {}
+    try:
+        while True:
+            frame = await inbox.next(within)
+            if frame["type"] == "error":
+                error = frame
+    except websockets.ConnectionClosed:
+        return error, inbox.ws.close_code, inbox.ws.close_reason
+
+
+async def refusal(hub_url: str, slug: str, token: str) -> tuple[dict[str, Any], int, str]:
+    """Connect and expect to be refused: (the error frame, close code, reason)."""
+    ws = await websockets.connect(
+        hub_url.replace("http://", "ws://") + f"/ws/agents/{slug}/",
+        additional_headers={"Authorization": f"Bearer {token}"},
+    )
+    inbox = Inbox(ws)
+    Inbox.opened.append(inbox)
+    return await ended_by_hub(inbox)
