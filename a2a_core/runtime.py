@@ -126,7 +126,7 @@ async def _end_revoked_sessions(agent_ids: list[int] | None) -> None:
     from a2a_core.inbox.access import sessions_check
 
     try:
-        await sessions_check(agent_ids)
+        await sessions_check(agent_ids=agent_ids)
     except Exception:
         log.warning("inbox session check failed", exc_info=True)
 

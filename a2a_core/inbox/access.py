@@ -100,7 +100,7 @@ def _revoked(session: Session, agent: Agent | None) -> HubError | None:
     return inbox_refusal(agent)
 
 
-async def sessions_check(agent_ids: Collection[int] | None = None) -> int:
+async def sessions_check(*, agent_ids: Collection[int] | None = None) -> int:
     """End this process's sessions (of `agent_ids`, or all) whose agent may no longer hold
     one, each with the reason; returns how many were ended."""
     sessions = [s for s in _open if agent_ids is None or s.agent_id in agent_ids]
