@@ -5,6 +5,10 @@ when the hub is quiet, dozens under load — to a sync batch function, one trans
 `a2a_core.asyncdb.write` says). The batch function returns one result (or exception) per
 item, in order; each submitter gets its own. Nothing waits for a batch to fill: a lone request
 waits one turn of the event loop at most.
+
+Members are isolated: when the batch function raises instead of answering (one member's input
+broke the shared transaction, which rolled back), each member is written again alone, in a
+transaction of its own, and only the one that raises fails.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from a2a_core.asyncdb import write
+from a2a_core.logging import get_logger
+
+log = get_logger("batching")
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -57,10 +64,7 @@ class Batcher[In, Out]:
             await asyncio.sleep(0)
             while len(batch) < self.max_batch and not queue.empty():
                 batch.append(queue.get_nowait())
-            try:
-                results = await write(functools.partial(self.process, [i for i, _ in batch]))
-            except Exception as exc:
-                results = [exc] * len(batch)
+            results = await self._commit([item for item, _ in batch])
             for (_, future), result in zip(batch, results, strict=True):
                 if future.done():
                     continue
@@ -68,3 +72,22 @@ class Batcher[In, Out]:
                     future.set_exception(result)
                 else:
                     future.set_result(result)
+
+    async def _commit(self, items: list[In]) -> list[Out | Exception]:
+        try:
+            return await write(functools.partial(self.process, items))
+        except Exception as exc:
+            if len(items) == 1:
+                return [exc]
+            log.warning(
+                "a group commit failed; its %d members are written one by one",
+                len(items),
+                exc_info=True,
+            )
+        results: list[Out | Exception] = []
+        for item in items:
+            try:
+                results.extend(await write(functools.partial(self.process, [item])))
+            except Exception as exc:
+                results.append(exc)
+        return results

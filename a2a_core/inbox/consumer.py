@@ -169,6 +169,12 @@ class InboxConsumer(Consumer):
             for frame, result in zip(batch, results, strict=True):
                 if isinstance(result, HubError):
                     answer = error_frame(result, frame.ref)
+                elif isinstance(result, Exception):
+                    log.error("an acknowledgement failed", exc_info=result)
+                    answer = error_frame(
+                        HubError("the hub could not record this acknowledgement; send it again"),
+                        frame.ref,
+                    )
                 elif isinstance(result, BaseException):
                     raise result
                 else:

@@ -60,6 +60,9 @@ from a2a_core.services.tasks import Report
 
 Reportable = Literal["working", "input-required", "completed", "failed", "canceled", "rejected"]
 TaskId = Annotated[str, Field(min_length=1, max_length=64)]
+# Delivery ids are the database's 64-bit keys: one out of that range is refused here, before
+# it reaches a query it would break for every frame sharing its group commit.
+DeliveryId = Annotated[int, Field(ge=1, le=2**63 - 1)]
 
 
 class _Frame(BaseModel):
@@ -79,8 +82,8 @@ def _check_parts(parts: list[dict[str, Any]] | None) -> list[dict[str, Any]] | N
 
 class Ack(_Frame):
     type: Literal["ack"]
-    delivery_id: int | None = None
-    delivery_ids: list[int] = Field(default_factory=list, max_length=1000)
+    delivery_id: DeliveryId | None = None
+    delivery_ids: list[DeliveryId] = Field(default_factory=list, max_length=1000)
 
     @model_validator(mode="after")
     def _some(self) -> Ack:
