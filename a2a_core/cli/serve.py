@@ -1,5 +1,5 @@
 """`a2a serve`: run the hub (uvicorn workers or daphne) and its demo agents, print where to log
-in, stop cleanly."""
+in, replace a worker that dies (`a2a_core.cli.supervise`), stop cleanly."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from prometheus_client import multiprocess
 
 from a2a_core.cli.output import fail
+from a2a_core.cli.supervise import GaveUp, Supervisor
 from a2a_core.errors import HubError
 
 if TYPE_CHECKING:
@@ -67,24 +70,11 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes]) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.1)
-    return False
-
-
-def spawn_hub(
+def hub_process(
     host: str, port: int, workers: int, server: str, metrics_dir: str, *, quiet: bool = False
-) -> list[subprocess.Popen[bytes]]:
-    """Start the hub's server processes: daphne, or `workers` uvicorn workers that each listen
-    on the port themselves (see `a2a_core.cli.worker`)."""
+) -> Callable[[], subprocess.Popen[bytes]]:
+    """What starts one of the hub's server processes: daphne, or a uvicorn worker that
+    listens on the port itself (see `a2a_core.cli.worker`)."""
     # Each worker keeps its share of every per-agent limit (see a2a_core.delivery.slots).
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings", HUB_WORKERS=str(workers))
     if quiet:
@@ -95,9 +85,26 @@ def spawn_hub(
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     if server == "daphne":
         args = ["-m", "daphne", "--verbosity", "0", "-b", host, "-p", str(port)]
-        return [subprocess.Popen([sys.executable, *args, "config.asgi:application"], env=env)]
-    worker = [sys.executable, "-m", "a2a_core.cli.worker", host, str(port)]
-    return [subprocess.Popen(worker, env=env) for _ in range(workers)]
+        command = [sys.executable, *args, "config.asgi:application"]
+    else:
+        command = [sys.executable, "-m", "a2a_core.cli.worker", host, str(port)]
+    return lambda: subprocess.Popen(command, env=env)
+
+
+def spawn_hub(
+    host: str, port: int, workers: int, server: str, metrics_dir: str, *, quiet: bool = False
+) -> list[subprocess.Popen[bytes]]:
+    """Start the hub's server processes once (daphne: one), unsupervised."""
+    start = hub_process(host, port, workers, server, metrics_dir, quiet=quiet)
+    return [start() for _ in range(1 if server == "daphne" else workers)]
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def _start_demo(host: str, port: int, out: Any) -> Demo | None:
@@ -128,30 +135,33 @@ def serve(args: argparse.Namespace, out: Any) -> None:
     metrics_dir = ""
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = tempfile.mkdtemp(prefix="a2a-hub-metrics-")
-    procs = spawn_hub(
+    start = hub_process(
         args.host, args.port, args.workers, args.server, metrics_dir, quiet=not args.no_demo
     )
-    children: list[subprocess.Popen[bytes]] = list(procs)
+    shared_metrics = metrics_dir or os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+    supervisor = Supervisor(
+        start,
+        1 if args.server == "daphne" else args.workers,
+        say=out.write,
+        # A dead worker's live gauges (queue sizes) are no longer true: /metrics drops them.
+        on_death=(lambda pid: multiprocess.mark_process_dead(pid, shared_metrics))
+        if shared_metrics
+        else None,
+    )
     demo: Demo | None = None
-
-    def stop(*_: object) -> None:
-        for proc in reversed(children):
-            if proc.poll() is None:
-                proc.terminate()
-        deadline = time.monotonic() + 10
-        for proc in children:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # Started in the background by a script, a process inherits SIGINT ignored; `kill -INT`
     # must still stop the hub the way Ctrl-C does.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        if not wait_for_port(args.host, args.port, 30, procs[0]):
-            raise fail("the hub did not start; see the messages above")
+        supervisor.start()
+        deadline = time.monotonic() + 60
+        while not _port_open(args.host, args.port):
+            supervisor.check()
+            if time.monotonic() > deadline:
+                raise fail("the hub did not start within 60 s; see the messages above")
+            time.sleep(0.1)
         if not args.no_demo:
             demo = _start_demo(args.host, args.port, out)
         base = f"http://{args.host}:{args.port}"
@@ -168,19 +178,21 @@ def serve(args: argparse.Namespace, out: Any) -> None:
         )
         out.write("")
         demo_ended = False
-        while all(proc.poll() is None for proc in procs):
+        while True:
+            supervisor.check()
             if demo is not None and not demo_ended:
                 codes = [p.returncode for p in demo.processes if p.poll() is not None]
                 if codes:
                     demo_ended = True
                     out.write(f"  the demo agents stopped (exit {codes[0]}); the hub runs on")
-            time.sleep(0.5)
-        raise fail("the hub stopped unexpectedly")
+            time.sleep(0.2)
+    except GaveUp as exc:
+        raise fail(str(exc)) from None
     except KeyboardInterrupt:
         out.write("stopping…")
     finally:
         if demo is not None:
             demo.stop()  # the agents first, while the hub still answers them
-        stop()
+        supervisor.stop()
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
