@@ -400,7 +400,7 @@ class PolicyDraft:
                 {
                     "targets": _words(row["targets"].value) or [ANY],
                     "when": row["when"].chosen,
-                    "to": row["to"].value.strip() or None,
+                    "to": _words(row["to"].value),
                 }
             )
         return {

@@ -13,8 +13,9 @@ deterministic and tested in isolation. The checks, in order (the first that appl
  8. rate_limit_*        the caller's minute/hour/concurrency limits, the target's incoming limit
     queue_full          an inbox target has as many deliveries waiting as its queue holds
  9. target_suspended / target_offline / circuit_open
-                        the target cannot take it now; a redirect rule may send it to another
-                        agent with the same skill instead (reason "redirected")
+                        the target cannot take it now; a redirect rule may send it to an
+                        agent it names, or to one with the same skill that a matrix rule lets
+                        the caller reach (reason "redirected", the detail says which and why)
 10. approval_required   a matrix "approve" rule or an approval rule: a human decides
 11. ok                  deliver
 """
@@ -161,13 +162,20 @@ class CompiledPolicy:
             self._matrix.setdefault((rule.caller, rule.target), []).append(rule)
         self._limits = dict(policy.agent_limits)
 
-    def matrix_action(self, caller: str, target: str, kind: str, skill: str) -> tuple[str, str]:
-        """(action, why): the most specific rule wins; the default when none applies."""
+    def matrix_rule(self, caller: str, target: str, kind: str, skill: str) -> MatrixRule | None:
+        """The most specific rule that applies to the pair; None when none does."""
         for key in ((caller, target), (caller, ANY), (ANY, target), (ANY, ANY)):
             for rule in self._matrix.get(key, ()):
                 if _applies(rule, kind, skill):
-                    return rule.action, f"matrix rule {rule.caller} -> {rule.target}"
-        return self.policy.default_action, "the default for unlisted pairs"
+                    return rule
+        return None
+
+    def matrix_action(self, caller: str, target: str, kind: str, skill: str) -> tuple[str, str]:
+        """(action, why): the most specific rule wins; the default when none applies."""
+        rule = self.matrix_rule(caller, target, kind, skill)
+        if rule is None:
+            return self.policy.default_action, "the default for unlisted pairs"
+        return rule.action, f"matrix rule {rule.caller} -> {rule.target}"
 
     def limits_for(self, caller: str) -> RateLimits:
         return self._limits.get(caller, self.policy.limits)
@@ -241,26 +249,50 @@ def _unavailable(target: AgentState, breaker: BreakerView) -> tuple[str, str, fl
     return None
 
 
-def _redirect(facts: Facts, ctx: Context, policy: CompiledPolicy, why: str) -> AgentState | None:
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    """The agent a redirect rule sends a message to instead of its target, and why it."""
+
+    slug: str
+    # The matrix's action for caller -> slug: "allow", or "approve" (a human decides).
+    action: str
+    matrix: str  # the rule (or default) that gives `action`
+    why: str
+
+
+def _can_stand_in(name: str, facts: Facts, ctx: Context) -> bool:
+    candidate = ctx.agents.get(name)
+    return not (
+        candidate is None
+        or name in (facts.target, facts.caller)
+        or name in facts.chain
+        or _unavailable(candidate, ctx.breakers.get(name, CLOSED)) is not None
+    )
+
+
+def stand_in(facts: Facts, ctx: Context, policy: CompiledPolicy, why: str) -> StandIn | None:
+    """Where the redirect rules for an unavailable target send the message, if anywhere: an
+    agent a rule names, if the matrix does not deny the caller it; else, for a rule naming
+    none, an agent with the message's skill that a matrix rule (not the default) lets the
+    caller reach."""
     for rule in policy.redirect_rules(facts.target, why):
-        if rule.to is not None:
-            names: tuple[str, ...] = (rule.to,)
-        elif facts.skill:
-            names = ctx.by_skill.get(facts.skill, ())
-        else:
-            names = ()
-        for name in names:
-            candidate = ctx.agents.get(name)
-            if (
-                candidate is None
-                or name in (facts.target, facts.caller)
-                or name in facts.chain
-                or _unavailable(candidate, ctx.breakers.get(name, CLOSED)) is not None
-            ):
+        for name in rule.to:
+            if not _can_stand_in(name, facts, ctx):
                 continue
-            action, _ = policy.matrix_action(facts.caller, name, facts.kind, facts.skill)
+            action, matrix = policy.matrix_action(facts.caller, name, facts.kind, facts.skill)
             if action != "deny":
-                return candidate
+                reason = f"named by the redirect rule for {facts.target}"
+                return StandIn(name, action, matrix, reason)
+        if rule.to or not facts.skill:
+            continue
+        for name in ctx.by_skill.get(facts.skill, ()):
+            if not _can_stand_in(name, facts, ctx):
+                continue
+            found = policy.matrix_rule(facts.caller, name, facts.kind, facts.skill)
+            if found is not None and found.action != "deny":
+                matrix = f"matrix rule {found.caller} -> {found.target}"
+                reason = f"shares skill {facts.skill!r} and {matrix} lets {facts.caller} reach it"
+                return StandIn(name, found.action, matrix, reason)
     return None
 
 
@@ -307,20 +339,29 @@ def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
     unavailable = _unavailable(target, breaker)
     if unavailable is not None:
         why_not, detail, retry_after = unavailable
-        other = _redirect(facts, ctx, policy, why_not) if facts.new_task else None
+        other = stand_in(facts, ctx, policy, why_not) if facts.new_task else None
         if other is None:
             reason = "circuit_open" if why_not == "circuit_open" else f"target_{why_not}"
             return _reject(reason, detail, retry_after)
-        approval = policy.approval_for(replace(facts, target=other.slug))
+        approval = (
+            ApprovalRule(name=f"{other.matrix} needs approval", callers=[facts.caller])
+            if other.action == "approve"
+            else policy.approval_for(replace(facts, target=other.slug))
+        )
         if approval is not None:
             return Decision(
                 "hold",
                 "approval_required",
-                f"{detail}; {approval.name}",
+                f"{detail}; to be redirected to {other.slug} ({other.why}): {approval.name}",
                 other.slug,
                 approval=approval,
             )
-        return Decision("redirect", "redirected", f"{detail}; sent to {other.slug}", other.slug)
+        return Decision(
+            "redirect",
+            "redirected",
+            f"{detail}; redirected to {other.slug} ({other.why})",
+            other.slug,
+        )
 
     if facts.new_task:
         if action == "approve":

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from a2a_core.errors import FieldProblem, ValidationFailed, field_problems
@@ -100,12 +108,23 @@ def _default_when() -> list[Unavailable]:
 
 
 class RedirectRule(Strict):
-    """When the target is unavailable for one of `when`, send to `to` — or, when `to` is
-    empty, to another available agent with the skill the message asked for."""
+    """When the target is unavailable for one of `when`, send a new task to the first agent
+    of `to` that can take it and that the matrix does not deny the caller. With `to` empty:
+    to an agent with the skill the message asked for that a matrix rule lets the caller reach
+    (the default for unlisted pairs is not enough: sharing a skill id does not make an agent,
+    maybe another team's, a stand-in)."""
 
     targets: list[Pattern] = Field(default_factory=lambda: [ANY])
     when: list[Unavailable] = Field(default_factory=_default_when, min_length=1)
-    to: Pattern | None = None
+    to: list[Pattern] = Field(default_factory=list, max_length=20)
+
+    @field_validator("to", mode="before")
+    @classmethod
+    def _one_or_several(cls, value: Any) -> Any:
+        # Earlier documents name one agent, or none (null).
+        if value is None:
+            return []
+        return [value] if isinstance(value, str) else value
 
 
 def _default_approvals() -> list[ApprovalRule]:

@@ -58,6 +58,7 @@ def policy_named_agents(document: dict[str, Any]) -> set[str]:
         names.update(rule.get("targets", []))
     for rule in document.get("redirects", []):
         names.update(rule.get("targets", []))
-        if rule.get("to"):
-            names.add(rule["to"])
+        to = rule.get("to") or []
+        # A list of agents; one agent (or null) in documents stored before lists.
+        names.update([to] if isinstance(to, str) else to)
     return names - {ANY, ""}

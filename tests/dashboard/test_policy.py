@@ -223,6 +223,36 @@ def test_the_rendered_form_saved_unchanged_is_the_same_policy(as_role):
     assert PolicyVersion.objects.count() == 1
 
 
+def test_a_redirect_rule_naming_several_agents_round_trips_through_the_editor(as_role):
+    for slug in ("reviewer", "reviewer-2", "reviewer-3"):
+        register(slug)
+    publish({"redirects": [{"targets": ["reviewer"], "to": ["reviewer-2", "reviewer-3"]}]})
+    admin = as_role("admin")
+    form, token = editor(admin)
+    assert form["redirect-0-to"] == ["reviewer-2, reviewer-3"]
+    form["reason"] = ["nothing, really"]
+    html = post(admin, "/policy/save/", form, token)
+    assert "this is the active policy (v1) already; nothing to publish" in html
+
+    form["redirect-0-to"] = ["reviewer-3 reviewer-2"]
+    form["reason"] = ["reviewer-3 first"]
+    post(admin, "/policy/save/", form, token)
+    assert PolicyVersion.objects.latest("number").document["redirects"] == [
+        {
+            "targets": ["reviewer"],
+            "when": ["suspended", "circuit_open"],
+            "to": ["reviewer-3", "reviewer-2"],
+        }
+    ]
+
+    form, token = editor(admin)
+    form["redirect-0-to"] = ["reviewer-2 nobody"]
+    form["reason"] = ["a typo"]
+    html = post(admin, "/policy/save/", form, token)
+    assert "no agent named &#x27;nobody&#x27; is registered" in html
+    assert PolicyVersion.objects.count() == 2
+
+
 def test_invalid_input_is_shown_next_to_its_field_and_nothing_is_saved(as_role):
     register("alpha"), register("echo")
     publish({})

@@ -176,7 +176,7 @@ CASES = [
     ),
     (
         "suspended target redirected",
-        {},
+        {"matrix": [{"caller": "alpha", "target": "gamma", "action": "allow"}]},
         facts(target="sleepy", skill="review"),
         ctx(),
         "redirect",
@@ -217,7 +217,7 @@ CASES = [
     ),
     (
         "open breaker redirected",
-        {},
+        {"matrix": [{"caller": "alpha", "target": "gamma", "action": "allow"}]},
         facts(skill="review"),
         ctx(breakers={"beta": OPEN}),
         "redirect",
@@ -354,15 +354,74 @@ def test_open_breaker_says_when_to_retry():
 
 
 def test_redirect_goes_to_an_available_agent_with_the_skill_the_matrix_allows():
-    doc = {"matrix": [{"caller": "alpha", "target": "beta", "action": "deny"}]}
+    doc = {
+        "matrix": [
+            {"caller": "alpha", "target": "beta", "action": "deny"},
+            {"caller": "alpha", "target": "gamma", "action": "allow"},
+        ]
+    }
     decision = decide(facts(target="sleepy", skill="review"), ctx(), policy(**doc))
     assert (decision.action, decision.target) == ("redirect", "gamma")
+    assert decision.detail == (
+        "sleepy is suspended; redirected to gamma (shares skill 'review' and matrix rule "
+        "alpha -> gamma lets alpha reach it)"
+    )
+
+
+def test_sharing_a_skill_id_alone_does_not_make_an_agent_a_stand_in():
+    # The default lets alpha reach anyone, but no rule of the matrix names beta or gamma.
+    decision = decide(facts(target="sleepy", skill="review"), ctx(), policy())
+    assert (decision.action, decision.reason) == ("reject", "target_suspended")
+
+
+def test_a_wildcard_matrix_rule_makes_skill_sharers_stand_ins():
+    doc = {"matrix": [{"caller": "alpha", "target": "*", "action": "allow"}]}
+    decision = decide(facts(target="sleepy", skill="review"), ctx(), policy(**doc))
+    assert (decision.action, decision.target) == ("redirect", "beta")
+    assert "matrix rule alpha -> * lets alpha reach it" in decision.detail
 
 
 def test_redirect_to_a_named_agent():
+    # The form of documents written before a rule could name several agents.
     doc = {"redirects": [{"targets": ["beta"], "when": ["circuit_open"], "to": "gamma"}]}
     decision = decide(facts(), ctx(breakers={"beta": OPEN}), policy(**doc))
     assert (decision.action, decision.target) == ("redirect", "gamma")
+    assert decision.detail == (
+        "beta failed repeatedly; its circuit breaker is open; redirected to gamma "
+        "(named by the redirect rule for beta)"
+    )
+
+
+def test_the_first_named_agent_that_can_take_it_and_that_the_matrix_allows_is_chosen():
+    doc = {
+        "matrix": [{"caller": "alpha", "target": "scribe", "action": "deny"}],
+        "redirects": [{"targets": ["beta"], "to": ["sleepy", "ghost", "scribe", "gamma"]}],
+    }
+    decision = decide(facts(), ctx(breakers={"beta": OPEN}), policy(**doc))
+    assert (decision.action, decision.target) == ("redirect", "gamma")
+
+
+def test_a_named_agent_is_never_one_the_matrix_denies():
+    doc = {
+        "matrix": [{"caller": "alpha", "target": "gamma", "action": "deny"}],
+        "redirects": [{"targets": ["beta"], "to": ["gamma"]}],
+    }
+    decision = decide(facts(skill="review"), ctx(breakers={"beta": OPEN}), policy(**doc))
+    assert decision.reason == "circuit_open"
+
+
+def test_a_stand_in_the_matrix_puts_under_approval_is_held_for_a_human():
+    doc = {"matrix": [{"caller": "alpha", "target": "gamma", "action": "approve"}]}
+    decision = decide(facts(target="sleepy", skill="review"), ctx(), policy(**doc))
+    assert (decision.action, decision.reason, decision.target) == (
+        "hold",
+        "approval_required",
+        "gamma",
+    )
+    assert decision.detail == (
+        "sleepy is suspended; to be redirected to gamma (shares skill 'review' and matrix "
+        "rule alpha -> gamma lets alpha reach it): matrix rule alpha -> gamma needs approval"
+    )
 
 
 def test_redirect_never_sends_back_up_the_chain():
@@ -462,6 +521,19 @@ def test_nothing_is_ever_delivered_to_a_pair_the_matrix_denies(matrix, default, 
     if decision.delivers:
         action, _ = compiled.matrix_action(fact.caller, decision.target, fact.kind, fact.skill)
         assert action != "deny"
+
+
+@settings(max_examples=400, deadline=None)
+@given(rules, st.lists(slugs, max_size=3), fact_strategy, breakers)
+def test_a_redirect_goes_only_to_a_named_agent_or_one_a_matrix_rule_lets_the_caller_reach(
+    matrix, named, fact, brk
+):
+    compiled = policy(matrix=matrix, redirects=[{"to": named}, {}])
+    decision = decide(fact, ctx(breakers=brk), compiled)
+    if decision.action == "redirect":
+        rule = compiled.matrix_rule(fact.caller, decision.target, fact.kind, fact.skill)
+        assert decision.target in named or (rule is not None and rule.action == "allow")
+        assert decision.target not in (fact.caller, fact.target, *fact.chain)
 
 
 @settings(max_examples=400, deadline=None)

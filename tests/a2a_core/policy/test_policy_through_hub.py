@@ -14,9 +14,10 @@ from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 
 from a2a_core.asyncdb import db
 from a2a_core.errors import Conflict, ValidationFailed
-from a2a_core.models import AuditEvent, Escalation, Message, PolicyVersion, Task
+from a2a_core.models import Agent, AuditEvent, Escalation, Message, PolicyVersion, Task
 from a2a_core.policy import clock
 from a2a_core.policy.dry_run import policy_dry_run
+from a2a_core.services.agents import agent_suspend
 from a2a_core.services.escalations import (
     escalation_approve,
     escalation_redirect,
@@ -145,6 +146,71 @@ async def test_a_failing_agent_trips_its_breaker_and_recovers_through_half_open(
         closed = await send(client, request("echo after"))
     assert probe.status.state == closed.status.state == TaskState.TASK_STATE_COMPLETED
     assert [m["parts"][0]["text"] for m in flaky.state.messages] == ["echo probe", "echo after"]
+
+
+# --- redirects ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def reviewers(hub, sdk):
+    """reviewer (suspended), reviewer-2 (its team's) and outsider (another team's): every
+    scripted agent has the skill id `script`. Returns (alpha's client for reviewer, the
+    scripted reviewer-2 and outsider)."""
+    await hub.endpoint_agent("reviewer")
+    second, _, _ = await hub.endpoint_agent("reviewer-2")
+    outsider, _, _ = await hub.endpoint_agent("outsider")
+    _, token = await hub.caller("alpha")
+    reviewer = await db(lambda: Agent.objects.get(slug="reviewer"))
+    await db(agent_suspend, agent=reviewer, reason="test", actor_label="test")
+    return await sdk("reviewer", token), second, outsider
+
+
+async def redirected_message() -> Message:
+    [message] = await stored(target__slug="reviewer")
+    return message
+
+
+async def test_a_suspended_agents_work_goes_to_the_skill_sharer_the_matrix_lets_the_caller_reach(
+    reviewers,
+):
+    client, second, outsider = reviewers
+    await publish({"matrix": [{"caller": "alpha", "target": "reviewer-2", "action": "allow"}]})
+
+    task = await send(client, request("echo please review"))
+
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [m["parts"][0]["text"] for m in second.state.messages] == ["echo please review"]
+    assert outsider.state.messages == []
+    message = await redirected_message()
+    assert (message.decision, message.decision_reason) == ("redirect", "redirected")
+    assert message.decision_detail == (
+        "reviewer is suspended; redirected to reviewer-2 (shares skill 'script' and matrix "
+        "rule alpha -> reviewer-2 lets alpha reach it)"
+    )
+    assert await db(lambda: Message.objects.get(pk=message.pk).redirected_to.slug) == "reviewer-2"
+
+
+async def test_a_suspended_agents_work_goes_to_the_agent_its_redirect_rule_names(reviewers):
+    client, second, outsider = reviewers
+    await publish({"redirects": [{"targets": ["reviewer"], "to": ["reviewer-2"]}]})
+
+    task = await send(client, request("echo please review"))
+
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert len(second.state.messages) == 1 and outsider.state.messages == []
+    assert (await redirected_message()).decision_detail == (
+        "reviewer is suspended; redirected to reviewer-2 (named by the redirect rule for reviewer)"
+    )
+
+
+async def test_an_agent_that_only_shares_the_skill_id_gets_nothing(reviewers):
+    client, second, outsider = reviewers  # the default policy: no rule names anyone
+
+    with pytest.raises(A2AClientError, match="reviewer is suspended"):
+        await send(client, request("echo please review"))
+
+    assert second.state.messages == [] and outsider.state.messages == []
+    assert (await redirected_message()).decision_reason == "target_suspended"
 
 
 # --- held for a human -----------------------------------------------------------------------
