@@ -296,6 +296,12 @@ def stand_in(facts: Facts, ctx: Context, policy: CompiledPolicy, why: str) -> St
     return None
 
 
+def _matrix_approval(matrix: str, caller: str) -> ApprovalRule:
+    """A matrix "approve" rule as an approval rule. Not validated: its name, which names the
+    rule and so two agents, may be longer than an admin may name an approval rule."""
+    return ApprovalRule.model_construct(name=f"{matrix} needs approval", callers=[caller])
+
+
 def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
     """Judge one message. See the module docstring for the checks and their order."""
     rules = policy.policy
@@ -344,7 +350,7 @@ def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
             reason = "circuit_open" if why_not == "circuit_open" else f"target_{why_not}"
             return _reject(reason, detail, retry_after)
         approval = (
-            ApprovalRule(name=f"{other.matrix} needs approval", callers=[facts.caller])
+            _matrix_approval(other.matrix, facts.caller)
             if other.action == "approve"
             else policy.approval_for(replace(facts, target=other.slug))
         )
@@ -365,7 +371,7 @@ def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
 
     if facts.new_task:
         if action == "approve":
-            rule = ApprovalRule(name=f"{why} needs approval", callers=[facts.caller])
+            rule = _matrix_approval(why, facts.caller)
             return Decision("hold", "approval_required", rule.name, facts.target, approval=rule)
         approval = policy.approval_for(facts)
         if approval is not None:

@@ -410,6 +410,18 @@ def test_a_named_agent_is_never_one_the_matrix_denies():
     assert decision.reason == "circuit_open"
 
 
+def test_a_pair_needing_approval_is_held_however_long_its_agents_names_are():
+    caller, target = "c" * 64, "t" * 64
+    agents = {
+        caller: AgentState(caller, "online", False),
+        target: AgentState(target, "online", False),
+    }
+    doc = {"matrix": [{"caller": caller, "target": target, "action": "approve"}]}
+    decision = decide(facts(caller, target), ctx(agents=agents), policy(**doc))
+    assert decision.detail == f"matrix rule {caller} -> {target} needs approval"
+    assert decision.approval.deadline_seconds == 3600
+
+
 def test_a_stand_in_the_matrix_puts_under_approval_is_held_for_a_human():
     doc = {"matrix": [{"caller": "alpha", "target": "gamma", "action": "approve"}]}
     decision = decide(facts(target="sleepy", skill="review"), ctx(), policy(**doc))
