@@ -10,11 +10,16 @@ reply TEXT           answers with a Message (no task)
 delegate AGENT TEXT  calls AGENT through the hub as a child of this task, then completes
                      with its answer
 hang                 never answers
+meta [gate]          a task, status updates, a message and an artifact update, each with
+                     metadata of its own (META); with `gate`, waits for `state.gate` after
+                     the first update
+metareply TEXT       answers with a Message with metadata (META["message"])
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +45,7 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     SendMessageRequest,
+    TaskArtifactUpdateEvent,
     TaskState,
 )
 from google.protobuf.json_format import MessageToDict
@@ -48,6 +54,17 @@ from starlette.types import Receive, Scope, Send
 
 from tests.servers import ServerThread, free_port
 
+# What the `meta` and `metareply` scripts put on what they send.
+META: dict[str, dict[str, Any]] = {
+    "task": {"agent.task": {"nested": [1, "two"]}},
+    "working": {"agent.status": "working", "agent.step": 1},
+    "said": {"agent.status": "said", "agent.step": 2},
+    "message": {"agent.message": {"tokens": 7}},
+    "artifact": {"agent.artifact": "kept"},
+    "artifact_event": {"agent.artifactEvent": True},
+    "done": {"agent.status": "done", "agent.step": 3},
+}
+
 
 @dataclass
 class AgentState:
@@ -55,6 +72,10 @@ class AgentState:
 
     requests: list[dict[str, str]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # The SendMessageRequest.metadata of each message, in the same order.
+    request_metadata: list[dict[str, Any]] = field(default_factory=list)
+    # What a `meta gate` script waits for.
+    gate: threading.Event = field(default_factory=threading.Event)
     # Messages being worked on at once: now, and the most so far.
     at_once: int = 0
     most_at_once: int = 0
@@ -78,16 +99,20 @@ class ScriptedExecutor(AgentExecutor):
         message = context.message
         assert message is not None
         self.state.messages.append(MessageToDict(message))
+        self.state.request_metadata.append(context.metadata)
         text = get_message_text(message)
         command, _, rest = text.partition(" ")
-        if command == "reply":
-            await event_queue.enqueue_event(
-                new_text_message(f"reply: {rest}", role=Role.ROLE_AGENT)
-            )
+        if command in ("reply", "metareply"):
+            answer = new_text_message(f"reply: {rest}", role=Role.ROLE_AGENT)
+            if command == "metareply":
+                answer.metadata.update(META["message"])
+            await event_queue.enqueue_event(answer)
             return
         task = context.current_task
         if task is None:
             task = new_task_from_user_message(message)
+            if command == "meta":
+                task.metadata.update(META["task"])
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         if (
@@ -133,11 +158,29 @@ class ScriptedExecutor(AgentExecutor):
             await updater.complete()
         elif command == "hang":
             await asyncio.sleep(3600)
+        elif command == "meta":
+            await self._meta(updater, gate=rest == "gate")
         else:
             await updater.add_artifact(
                 [new_text_part(f"echo: {rest if command == 'echo' else text}")], name="echo"
             )
             await updater.complete()
+
+    async def _meta(self, updater: TaskUpdater, *, gate: bool) -> None:
+        await updater.update_status(TaskState.TASK_STATE_WORKING, metadata=META["working"])
+        if gate:
+            await asyncio.to_thread(self.state.gate.wait, 30)
+        said = updater.new_agent_message([new_text_part("said")], metadata=META["message"])
+        await updater.update_status(TaskState.TASK_STATE_WORKING, said, metadata=META["said"])
+        event = TaskArtifactUpdateEvent(
+            task_id=updater.task_id, context_id=updater.context_id, last_chunk=True
+        )
+        event.artifact.artifact_id = "meta-1"
+        event.artifact.parts.append(new_text_part("with metadata"))
+        event.artifact.metadata.update(META["artifact"])
+        event.metadata.update(META["artifact_event"])
+        await updater.event_queue.enqueue_event(event)
+        await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata=META["done"])
 
     async def _delegate(self, incoming: Message, target: str, text: str) -> str:
         try:

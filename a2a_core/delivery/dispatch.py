@@ -175,6 +175,15 @@ def forwarded(original: Message, accepted: Accepted) -> Message:
     return message
 
 
+def forwarded_metadata(request: SendMessageRequest, accepted: Accepted) -> dict[str, Any]:
+    """The caller's request metadata as it goes on to an endpoint agent: as the caller sent
+    it, but for the hub's key, which carries the hub's fields there too."""
+    metadata = MessageToDict(request.metadata) if request.HasField("metadata") else {}
+    if HUB_METADATA in metadata:
+        metadata[HUB_METADATA] = accepted.hub_fields
+    return metadata
+
+
 def _reply(answer: Message, accepted: Accepted) -> Message:
     """An agent's direct answer as the caller sees it: the hub's context, no task."""
     reply = Message()
@@ -297,12 +306,19 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
         return _task(view)
     modes = list(config.accepted_output_modes)
     if config.return_immediately:
-        start_pump(call, target, accepted, request.message, accepted_output_modes=modes)
+        start_pump(
+            call,
+            target,
+            accepted,
+            request.message,
+            accepted_output_modes=modes,
+            metadata=forwarded_metadata(request, accepted),
+        )
         view = await db(
             message_duplicate_view, task_id=accepted.task_id, history_length=history_length
         )
         return _task(view)
-    return await _forward_blocking(call, target, accepted, request.message, history_length, modes)
+    return await _forward_blocking(call, target, accepted, request, history_length, modes)
 
 
 async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
@@ -430,18 +446,19 @@ async def _forward_blocking(
     call: Call,
     target: Agent,
     accepted: Accepted,
-    message: Message,
+    request: SendMessageRequest,
     history_length: int | None,
     output_modes: list[str],
 ) -> Task | Message:
     answers = forwarder().send(
         target,
-        forwarded(message, accepted),
+        forwarded(request.message, accepted),
         streaming=False,
         headers=_headers_for(call, accepted),
         wait_seconds=accepted.timeout,
         accepted_output_modes=output_modes,
         task_id=accepted.task_id,
+        metadata=forwarded_metadata(request, accepted),
     )
     try:
         async with contextlib.aclosing(answers):
@@ -490,10 +507,14 @@ def start_pump(
     message: Message,
     *,
     accepted_output_modes: list[str],
+    metadata: dict[str, Any] | None = None,
 ) -> None:
-    """Deliver in the background, recording every event the agent streams back."""
+    """Deliver in the background, recording every event the agent streams back. `metadata`:
+    the request's, for the agent."""
     pump = asyncio.get_running_loop().create_task(
-        _pump(call, target, accepted, forwarded(message, accepted), accepted_output_modes),
+        _pump(
+            call, target, accepted, forwarded(message, accepted), accepted_output_modes, metadata
+        ),
         name=f"deliver-{accepted.task_id}",
     )
     _pumps.add(pump)
@@ -501,7 +522,12 @@ def start_pump(
 
 
 async def _pump(
-    call: Call, target: Agent, accepted: Accepted, message: Message, output_modes: list[str]
+    call: Call,
+    target: Agent,
+    accepted: Accepted,
+    message: Message,
+    output_modes: list[str],
+    metadata: dict[str, Any] | None,
 ) -> None:
     answered = False
     try:
@@ -513,6 +539,7 @@ async def _pump(
             wait_seconds=accepted.timeout,
             accepted_output_modes=output_modes,
             task_id=accepted.task_id,
+            metadata=metadata,
         ):
             if not answered:
                 answered = True
@@ -613,7 +640,14 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
         target = await _deliver_to(call, accepted)
         if target.delivery_mode == DeliveryMode.ENDPOINT:
             modes = list(request.configuration.accepted_output_modes)
-            start_pump(call, target, accepted, request.message, accepted_output_modes=modes)
+            start_pump(
+                call,
+                target,
+                accepted,
+                request.message,
+                accepted_output_modes=modes,
+                metadata=forwarded_metadata(request, accepted),
+            )
     async for payload in follow(accepted.task_id, after=seq, stop_on_interrupt=True):
         yield _stream_item(payload)
 

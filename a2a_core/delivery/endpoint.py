@@ -209,8 +209,10 @@ class EndpointForwarder:
         accepted_output_modes: list[str] | None = None,
         return_immediately: bool = False,
         task_id: str = "",
+        metadata: dict[str, Any] | None = None,
     ) -> AsyncGenerator[StreamResponse]:
-        """Send `message` to the agent; yield what it answers (StreamResponse).
+        """Send `message` to the agent (with `metadata` as the request's); yield what it
+        answers (StreamResponse).
 
         Not streaming: one answer (a task or a message), within `wait_seconds` in total.
         Streaming (when the agent's card allows it): its events as they come, each within
@@ -219,6 +221,8 @@ class EndpointForwarder:
         towards the first answer's time. `task_id` (the hub's) lets a cancel withdraw it.
         """
         request = SendMessageRequest(message=message)
+        if metadata:
+            request.metadata.update(metadata)
         request.configuration.return_immediately = return_immediately
         if accepted_output_modes:
             request.configuration.accepted_output_modes.extend(accepted_output_modes)

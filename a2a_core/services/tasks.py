@@ -355,6 +355,7 @@ _TASK_FIELDS = [
     "remote_task_id",
     "remote_context_id",
     "deadline",
+    "metadata",
     "updated_at",
 ]
 
@@ -405,9 +406,11 @@ class _Recording:
             (self.task.pk, self.task.event_seq, kind, state, payload, timezone.now())
         )
 
-    def status(self, status: dict[str, Any], *, reason: str = "") -> bool:
+    def status(self, status: dict[str, Any], *, reason: str = "", metadata: Any = None) -> bool:
         """Apply an agent-reported status; False if it changes nothing or the state machine
-        refuses it (the task stays as it was)."""
+        refuses it (the task stays as it was). `metadata`: the status update event's, relayed
+        on the recorded event and merged into the task's (as the a2a-sdk's task store does),
+        so an update that only carries metadata is recorded too."""
         task = self.task
         try:
             state = state_from_wire(str(status.get("state", "")))
@@ -419,10 +422,11 @@ class _Recording:
         message = status.get("message")
         if isinstance(message, dict):
             self.reply(message)
+        metadata = _agent_metadata(metadata)
         if state == task.state and (
             state in TERMINAL_STATES
             or state == TaskState.SUBMITTED
-            or not isinstance(message, dict)
+            or not (isinstance(message, dict) or metadata)
         ):
             return False
         try:
@@ -440,10 +444,19 @@ class _Recording:
             text = text_of(message.get("parts", [])) if isinstance(message, dict) else ""
             task.reason = reason or text
         update = {"taskId": task.pk, "contextId": task.context_id, "status": status_payload(task)}
+        if metadata:
+            update["metadata"] = metadata
+            task.metadata = {**task.metadata, **metadata}
         self.event(TaskEventKind.STATUS, {"statusUpdate": update}, state)
         return True
 
-    def artifact(self, artifact: dict[str, Any], *, append: bool, last_chunk: bool) -> None:
+    def task_metadata(self, remote: dict[str, Any]) -> None:
+        """The agent's own view of its task is the task's metadata from now on."""
+        self.task.metadata = _agent_metadata(remote.get("metadata"))
+
+    def artifact(
+        self, artifact: dict[str, Any], *, append: bool, last_chunk: bool, metadata: Any = None
+    ) -> None:
         task = self.task
         artifact_id = str(artifact.get("artifactId") or new_id())
         row = Artifact.objects.filter(task=task, artifact_id=artifact_id).first()
@@ -466,6 +479,8 @@ class _Recording:
             update["append"] = True
         if last_chunk:
             update["lastChunk"] = True
+        if metadata := _agent_metadata(metadata):
+            update["metadata"] = metadata
         self.event(TaskEventKind.ARTIFACT, {"artifactUpdate": update})
 
     def learn_remote_ids(self, remote_task_id: Any, remote_context_id: Any) -> None:
@@ -515,6 +530,12 @@ _PROGRESS: dict[str, int] = {
     DeliveryState.DELIVERED: 1,
     DeliveryState.ACKED: 2,
 }
+
+
+def _agent_metadata(metadata: Any) -> dict[str, Any]:
+    """An agent's metadata as the hub relays it: untouched, but for the hub's own key, which
+    only the hub writes on what it relays."""
+    return without_hub_metadata(metadata) if isinstance(metadata, dict) else {}
 
 
 def _hub_ids(message: dict[str, Any], task: Task) -> dict[str, Any]:
@@ -597,6 +618,7 @@ def _apply(work: _UnitOfWork, op: Record) -> Any:
         return _report(rec, op)
     if isinstance(op, Snapshot):
         rec.learn_remote_ids(op.remote.get("id"), op.remote.get("contextId"))
+        rec.task_metadata(op.remote)
         for message in op.remote.get("history") or []:
             rec.reply(message)
         for artifact in op.remote.get("artifacts") or []:
@@ -613,13 +635,14 @@ def _apply(work: _UnitOfWork, op: Record) -> Any:
         if "task" in event:
             remote = event["task"]
             rec.learn_remote_ids(remote.get("id"), remote.get("contextId"))
+            rec.task_metadata(remote)
             for message in remote.get("history") or []:
                 rec.reply(message)
             rec.status(remote.get("status") or {})
         elif "statusUpdate" in event:
             update = event["statusUpdate"]
             rec.learn_remote_ids(update.get("taskId"), update.get("contextId"))
-            rec.status(update.get("status") or {})
+            rec.status(update.get("status") or {}, metadata=update.get("metadata"))
         elif "artifactUpdate" in event:
             update = event["artifactUpdate"]
             rec.learn_remote_ids(update.get("taskId"), update.get("contextId"))
@@ -628,12 +651,14 @@ def _apply(work: _UnitOfWork, op: Record) -> Any:
                     update.get("artifact") or {},
                     append=bool(update.get("append")),
                     last_chunk=bool(update.get("lastChunk")),
+                    metadata=update.get("metadata"),
                 )
         elif "message" in event:
-            # An agent that answers a stream with a message ends the exchange with it.
+            # An agent that answers a stream with a message ends the exchange with it; the
+            # stream's caller, who already has the hub's task, gets it as the final status's.
             rec.reply(event["message"])
             if task.state not in TERMINAL_STATES:
-                rec.status({"state": "TASK_STATE_COMPLETED"})
+                rec.status({"state": "TASK_STATE_COMPLETED", "message": event["message"]})
         rec.done(deadline=op.deadline)
         return None
     if isinstance(op, Reply):
