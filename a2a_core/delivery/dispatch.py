@@ -175,13 +175,16 @@ def forwarded(original: Message, accepted: Accepted) -> Message:
     return message
 
 
-def forwarded_metadata(request: SendMessageRequest, accepted: Accepted) -> dict[str, Any]:
+def forwarded_metadata(metadata: dict[str, Any], accepted: Accepted) -> dict[str, Any]:
     """The caller's request metadata as it goes on to an endpoint agent: as the caller sent
     it, but for the hub's key, which carries the hub's fields there too."""
-    metadata = MessageToDict(request.metadata) if request.HasField("metadata") else {}
     if HUB_METADATA in metadata:
-        metadata[HUB_METADATA] = accepted.hub_fields
+        return {**metadata, HUB_METADATA: accepted.hub_fields}
     return metadata
+
+
+def _request_metadata(request: SendMessageRequest) -> dict[str, Any]:
+    return MessageToDict(request.metadata) if request.HasField("metadata") else {}
 
 
 def _reply(answer: Message, accepted: Accepted) -> Message:
@@ -312,7 +315,7 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
             accepted,
             request.message,
             accepted_output_modes=modes,
-            metadata=forwarded_metadata(request, accepted),
+            metadata=forwarded_metadata(_request_metadata(request), accepted),
         )
         view = await db(
             message_duplicate_view, task_id=accepted.task_id, history_length=history_length
@@ -458,7 +461,7 @@ async def _forward_blocking(
         wait_seconds=accepted.timeout,
         accepted_output_modes=output_modes,
         task_id=accepted.task_id,
-        metadata=forwarded_metadata(request, accepted),
+        metadata=forwarded_metadata(_request_metadata(request), accepted),
     )
     try:
         async with contextlib.aclosing(answers):
@@ -646,7 +649,7 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
                 accepted,
                 request.message,
                 accepted_output_modes=modes,
-                metadata=forwarded_metadata(request, accepted),
+                metadata=forwarded_metadata(_request_metadata(request), accepted),
             )
     async for payload in follow(accepted.task_id, after=seq, stop_on_interrupt=True):
         yield _stream_item(payload)

@@ -44,6 +44,8 @@ class Copy:
     recipient: Agent
     message: dict[str, Any]
     trace_id: str
+    # The request's metadata as the caller sent it, the hub's key holding the copy's fields.
+    request_metadata: dict[str, Any]
 
 
 def fanout_claim(limit: int = MAX_PARALLEL) -> list[Copy]:
@@ -66,24 +68,27 @@ def fanout_claim(limit: int = MAX_PARALLEL) -> list[Copy]:
     copies = []
     for d in rows:
         message = d.message
+        hub = {
+            "caller": message.sender.slug if message.sender else "",
+            "fanOut": True,
+            "deliveryId": d.pk,
+            "traceId": message.trace_id,
+        }
         wire: dict[str, Any] = {
             "messageId": message.message_id,
             "role": "ROLE_USER",
             "parts": message.parts,
             "contextId": message.context_id,
-            "metadata": {
-                **message.metadata,
-                HUB_METADATA: {
-                    "caller": message.sender.slug if message.sender else "",
-                    "fanOut": True,
-                    "deliveryId": d.pk,
-                    "traceId": message.trace_id,
-                },
-            },
+            "metadata": {**message.metadata, HUB_METADATA: hub},
         }
         if message.extensions:
             wire["extensions"] = message.extensions
-        copies.append(Copy(d.pk, d.attempts + 1, d.recipient, wire, message.trace_id))
+        request_metadata = message.request_metadata
+        if HUB_METADATA in request_metadata:
+            request_metadata = {**request_metadata, HUB_METADATA: hub}
+        copies.append(
+            Copy(d.pk, d.attempts + 1, d.recipient, wire, message.trace_id, request_metadata)
+        )
     return copies
 
 
@@ -111,6 +116,7 @@ async def _send(copy: Copy) -> None:
             headers={"traceparent": traceparent(copy.trace_id)},
             wait_seconds=settings.HUB_FORWARD_TIMEOUT,
             return_immediately=True,
+            metadata=copy.request_metadata,
         ):
             break
     except AgentRefused as exc:

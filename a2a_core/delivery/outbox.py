@@ -32,13 +32,15 @@ def outbox_claim(limit: int = 20) -> list[int]:
     return pks
 
 
-def _load(pk: int) -> tuple[Accepted, dict[str, Any], Agent, Agent]:
+def _load(pk: int) -> tuple[Accepted, dict[str, Any], dict[str, Any], Agent, Agent]:
+    """The message's Accepted, the message and its request's metadata as the caller sent
+    them, its caller and its target."""
     message = Message.objects.select_related("task__caller", "task__target").get(pk=pk)
     task: Task = message.task  # type: ignore[assignment]
     accepted, wire = queued_delivery(message, task)
     caller, target = task.caller, task.target
     assert caller is not None
-    return accepted, wire, caller, target
+    return accepted, wire, message.request_metadata, caller, target
 
 
 @transaction.atomic
@@ -50,13 +52,18 @@ def _to_inbox(pk: int, target: Agent) -> None:
 async def deliver_claimed(pks: list[int]) -> None:
     for pk in pks:
         try:
-            accepted, wire, caller, target = await db(_load, pk)
+            accepted, wire, request_metadata, caller, target = await db(_load, pk)
             call = dispatch.Call(caller=caller, target=target)
             if target.delivery_mode == DeliveryMode.INBOX:
                 await db(_to_inbox, pk, target)
                 continue
             dispatch.start_pump(
-                call, target, accepted, ParseDict(wire, WireMessage()), accepted_output_modes=[]
+                call,
+                target,
+                accepted,
+                ParseDict(wire, WireMessage()),
+                accepted_output_modes=[],
+                metadata=dispatch.forwarded_metadata(request_metadata, accepted),
             )
         except Exception:
             log.exception("could not deliver a queued message", extra={"message_pk": pk})

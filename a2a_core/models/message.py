@@ -46,6 +46,9 @@ class Message(models.Model):
     reference_task_ids = models.JSONField(default=list, blank=True)
     # Requests: what makes a retry the same message (`services.digest.message_digest`).
     digest = models.CharField(max_length=64, blank=True)
+    # The metadata of the SendMessageRequest that carried it: a delivery after an approval
+    # or a redirect sends it on to the agent as the caller sent it.
+    request_metadata = models.JSONField(default=dict, blank=True)
 
     # --- what the hub knows about it -------------------------------------------------------
     direction = models.CharField(max_length=8, choices=Direction, default=Direction.REQUEST)

@@ -214,6 +214,7 @@ def fanout_accept(
         metadata={k: v for k, v in (message.get("metadata") or {}).items() if k != "a2aHub"},
         extensions=message.get("extensions") or [],
         digest=digest,
+        request_metadata=request_metadata or {},
         direction=Direction.REQUEST,
         kind=kind,
         envelope=envelope,

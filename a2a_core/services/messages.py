@@ -386,6 +386,7 @@ def _row(plan: _Plan, task: Task | None, judged: Judged) -> Message:
         sender=item.caller,
         target=item.target,
         digest=plan.digest,
+        request_metadata=item.request_metadata,
         recipients=[item.target.slug],
         correlation_id=str(
             (plan.envelope or {}).get("correlationId") or plan.hub.get("correlationId") or ""

@@ -15,9 +15,15 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     TaskPushNotificationConfig,
+    TaskState,
 )
 from google.protobuf.json_format import MessageToDict
 
+from a2a_core.asyncdb import db
+from a2a_core.models import Escalation
+from a2a_core.services.escalations import escalation_approve
+from a2a_core.services.policy import policy_publish
+from tests.a2a_core.inbox.test_fan_out import broadcast, fan_out
 from tests.a2a_core.protocol.helpers import (
     BINDINGS,
     collect,
@@ -224,3 +230,46 @@ async def test_a_message_answer_keeps_its_metadata_blocking_streamed_and_in_the_
     got = MessageToDict(await client.get_task(GetTaskRequest(id=events[0]["task"]["id"])))
     assert shape(got)[5] == [("ROLE_USER", CALLER_MESSAGE), ("ROLE_AGENT", META["message"])]
     assert received_by_agent(agent) == [(CALLER_MESSAGE, CALLER_REQUEST)] * 3
+
+
+async def test_a_message_approved_later_reaches_the_agent_with_the_caller_s_metadata(hub, sdk):
+    await db(
+        policy_publish,
+        document={"matrix": [{"caller": "alpha", "target": "meta", "action": "approve"}]},
+        reason="test",
+        actor_label="test",
+    )
+    agent, _, _ = await hub.endpoint_agent("meta")
+    _, token = await hub.caller("alpha")
+    client = await sdk("meta", token)
+    held = await send(client, metadata_request("meta"))
+    assert held.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    escalation = await db(lambda: Escalation.objects.get(task_id=held.id))
+
+    await db(escalation_approve, escalation_id=escalation.pk, actor_label="operator")
+
+    async def completed() -> dict[str, Any] | None:
+        task = MessageToDict(await client.get_task(GetTaskRequest(id=held.id)))
+        return task if task["status"]["state"] == "TASK_STATE_COMPLETED" else None
+
+    done = await eventually(completed)
+    assert received_by_agent(agent) == [(CALLER_MESSAGE, CALLER_REQUEST)]
+    assert done["metadata"] == TASK_METADATA
+
+
+async def test_a_broadcast_reaches_endpoint_agents_with_the_caller_s_metadata(hub, sdk):
+    agents = [(await hub.endpoint_agent(f"svc-{i}"))[0] for i in range(2)]
+    _, token = await hub.caller("lead")
+    sent = fan_out(broadcast("all"))
+    sent.message.metadata.update(CALLER_MESSAGE)
+    sent.metadata.update(CALLER_REQUEST)
+
+    await send(await sdk("", token), sent)
+
+    async def received() -> bool:
+        return all(agent.state.messages for agent in agents)
+
+    await eventually(received)
+    for agent in agents:
+        assert received_by_agent(agent) == [(CALLER_MESSAGE, CALLER_REQUEST)]
+        assert agent.state.messages[0]["metadata"]["a2aHub"]["fanOut"] is True
