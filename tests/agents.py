@@ -10,9 +10,9 @@ reply TEXT           answers with a Message (no task)
 delegate AGENT TEXT  calls AGENT through the hub as a child of this task, then completes
                      with its answer
 hang                 never answers
-meta [gate]          a task, status updates, a message and an artifact update, each with
+meta [gate|hub]      a task, status updates, a message and an artifact update, each with
                      metadata of its own (META); with `gate`, waits for `state.gate` after
-                     the first update
+                     the first update; with `hub`, each also claims the hub's key (`a2aHub`)
 metareply TEXT       answers with a Message with metadata (META["message"])
 """
 
@@ -64,6 +64,8 @@ META: dict[str, dict[str, Any]] = {
     "artifact_event": {"agent.artifactEvent": True},
     "done": {"agent.status": "done", "agent.step": 3},
 }
+# What `meta hub` adds to each: fields under the hub's own key.
+FORGED = {"a2aHub": {"parentTaskId": "not-the-agent-s-to-say"}}
 
 
 @dataclass
@@ -113,6 +115,8 @@ class ScriptedExecutor(AgentExecutor):
             task = new_task_from_user_message(message)
             if command == "meta":
                 task.metadata.update(META["task"])
+                if rest == "hub":
+                    task.metadata.update(FORGED)
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         if (
@@ -159,28 +163,31 @@ class ScriptedExecutor(AgentExecutor):
         elif command == "hang":
             await asyncio.sleep(3600)
         elif command == "meta":
-            await self._meta(updater, gate=rest == "gate")
+            await self._meta(updater, gate=rest == "gate", forge=rest == "hub")
         else:
             await updater.add_artifact(
                 [new_text_part(f"echo: {rest if command == 'echo' else text}")], name="echo"
             )
             await updater.complete()
 
-    async def _meta(self, updater: TaskUpdater, *, gate: bool) -> None:
-        await updater.update_status(TaskState.TASK_STATE_WORKING, metadata=META["working"])
+    async def _meta(self, updater: TaskUpdater, *, gate: bool, forge: bool) -> None:
+        def meta(name: str) -> dict[str, Any]:
+            return {**META[name], **FORGED} if forge else META[name]
+
+        await updater.update_status(TaskState.TASK_STATE_WORKING, metadata=meta("working"))
         if gate:
             await asyncio.to_thread(self.state.gate.wait, 30)
-        said = updater.new_agent_message([new_text_part("said")], metadata=META["message"])
-        await updater.update_status(TaskState.TASK_STATE_WORKING, said, metadata=META["said"])
+        said = updater.new_agent_message([new_text_part("said")], metadata=meta("message"))
+        await updater.update_status(TaskState.TASK_STATE_WORKING, said, metadata=meta("said"))
         event = TaskArtifactUpdateEvent(
             task_id=updater.task_id, context_id=updater.context_id, last_chunk=True
         )
         event.artifact.artifact_id = "meta-1"
         event.artifact.parts.append(new_text_part("with metadata"))
         event.artifact.metadata.update(META["artifact"])
-        event.metadata.update(META["artifact_event"])
+        event.metadata.update(meta("artifact_event"))
         await updater.event_queue.enqueue_event(event)
-        await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata=META["done"])
+        await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata=meta("done"))
 
     async def _delegate(self, incoming: Message, target: str, text: str) -> str:
         try:

@@ -20,7 +20,7 @@ from a2a.types.a2a_pb2 import (
 from google.protobuf.json_format import MessageToDict
 
 from a2a_core.asyncdb import db
-from a2a_core.models import Escalation
+from a2a_core.models import Escalation, Task
 from a2a_core.services.escalations import escalation_approve
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.inbox.test_fan_out import broadcast, fan_out
@@ -273,3 +273,32 @@ async def test_a_broadcast_reaches_endpoint_agents_with_the_caller_s_metadata(hu
     for agent in agents:
         assert received_by_agent(agent) == [(CALLER_MESSAGE, CALLER_REQUEST)]
         assert agent.state.messages[0]["metadata"]["a2aHub"]["fanOut"] is True
+
+
+async def test_the_hub_s_key_is_the_hub_s_and_a_delegated_task_shows_both(hub, sdk):
+    await hub.endpoint_agent("meta")
+    _, _, boss_token = await hub.endpoint_agent("boss")
+    _, token = await hub.caller("alpha")
+    client = await sdk("meta", token)
+    streaming = await sdk("meta", token, streaming=True)
+
+    # An agent writing under the hub's key: nothing of it reaches the caller.
+    task = MessageToDict(await send(client, request("meta hub")))
+    events = await collect(streaming.send_message(request("meta hub")))
+    assert shape(task)[2:] == (
+        TASK_METADATA,
+        None,
+        [("meta-1", META["artifact"])],
+        [("ROLE_USER", None), ("ROLE_AGENT", META["message"])],
+    )
+    assert [shape(e) for e in events[1:]] == EVENTS
+
+    # A task delegated through the hub: the agent's metadata and the hub's fields beside it.
+    parent = await send(await sdk("boss", token), request("delegate meta meta"))
+    child = await db(lambda: Task.objects.get(parent_id=parent.id))
+    seen = MessageToDict(
+        await (await sdk("meta", boss_token)).get_task(GetTaskRequest(id=child.pk))
+    )
+    hub_fields = seen["metadata"].pop("a2aHub")
+    assert seen["metadata"] == TASK_METADATA
+    assert (hub_fields["parentTaskId"], hub_fields["rootTaskId"]) == (parent.id, parent.id)
