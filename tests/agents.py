@@ -14,6 +14,8 @@ meta [gate|hub]      a task, status updates, a message and an artifact update, e
                      metadata of its own (META); with `gate`, waits for `state.gate` after
                      the first update; with `hub`, each also claims the hub's key (`a2aHub`)
 metareply TEXT       answers with a Message with metadata (META["message"])
+metachunks           an artifact in two chunks, each with artifact metadata of its own
+                     (META["chunks"]), then completed
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ META: dict[str, dict[str, Any]] = {
     "artifact": {"agent.artifact": "kept"},
     "artifact_event": {"agent.artifactEvent": True},
     "done": {"agent.status": "done", "agent.step": 3},
+    "chunks": {"chunk.first": {"at": 0}, "chunk.second": "then"},
 }
 # What `meta hub` adds to each: fields under the hub's own key.
 FORGED = {"a2aHub": {"parentTaskId": "not-the-agent-s-to-say"}}
@@ -164,6 +167,16 @@ class ScriptedExecutor(AgentExecutor):
             await asyncio.sleep(3600)
         elif command == "meta":
             await self._meta(updater, gate=rest == "gate", forge=rest == "hub")
+        elif command == "metachunks":
+            for i, (key, value) in enumerate(META["chunks"].items()):
+                await updater.add_artifact(
+                    [new_text_part(f"chunk {i};")],
+                    artifact_id="chunks-1",
+                    metadata={key: value},
+                    append=i > 0,
+                    last_chunk=i == 1,
+                )
+            await updater.complete()
         else:
             await updater.add_artifact(
                 [new_text_part(f"echo: {rest if command == 'echo' else text}")], name="echo"

@@ -466,7 +466,9 @@ class _Recording:
         row.parts = [*row.parts, *parts] if append and row.pk else list(parts)
         row.name = artifact.get("name", row.name) or ""
         row.description = artifact.get("description", row.description) or ""
-        row.metadata = artifact.get("metadata", row.metadata) or {}
+        # A chunk's metadata adds to the artifact's, as the a2a-sdk's task store keeps it.
+        chunk_metadata = artifact.get("metadata") or {}
+        row.metadata = {**row.metadata, **chunk_metadata} if append and row.pk else chunk_metadata
         row.extensions = artifact.get("extensions", row.extensions) or []
         row.complete = last_chunk or not append
         row.save()

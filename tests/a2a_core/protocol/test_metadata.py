@@ -302,3 +302,20 @@ async def test_the_hub_s_key_is_the_hub_s_and_a_delegated_task_shows_both(hub, s
     hub_fields = seen["metadata"].pop("a2aHub")
     assert seen["metadata"] == TASK_METADATA
     assert (hub_fields["parentTaskId"], hub_fields["rootTaskId"]) == (parent.id, parent.id)
+
+
+async def test_an_artifact_s_chunks_each_keep_their_metadata_and_the_artifact_all_of_it(hub, sdk):
+    agent, _, _ = await hub.endpoint_agent("meta")
+    _, token = await hub.caller("alpha")
+    client = await sdk("meta", token, streaming=True)
+    direct = await direct_client(hub, agent.url, streaming=True)
+
+    through = await collect(client.send_message(request("metachunks")))
+    straight = await collect(direct.send_message(request("metachunks")))
+
+    chunks = [{k: v} for k, v in META["chunks"].items()]
+    assert [shape(e)[3] for e in through if "artifactUpdate" in e] == chunks
+    assert [shape(e)[3] for e in straight if "artifactUpdate" in e] == chunks
+    got = MessageToDict(await client.get_task(GetTaskRequest(id=through[0]["task"]["id"])))
+    got_direct = MessageToDict(await direct.get_task(GetTaskRequest(id=straight[0]["task"]["id"])))
+    assert shape(got)[4] == shape(got_direct)[4] == [("chunks-1", META["chunks"])]
