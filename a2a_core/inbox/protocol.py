@@ -8,7 +8,8 @@ hub -> agent
   delivery   {"type": "delivery", "deliveryId": 7, "attempt": 1, "from": "alpha",
               "kind": "request", "envelope": {...} | null, "taskId": "..." | null,
               "contextId": "...", "traceId": "...", "deadline": "..." | null, "sentAt": "...",
-              "message": {A2A Message, the hub's ids}}
+              "message": {A2A Message, the hub's ids}, "requestMetadata": {...}}:
+              `requestMetadata` is the caller's SendMessageRequest.metadata
   canceled   {"type": "canceled", "taskId": "..."}: the caller canceled a task you work on
   ok         {"type": "ok", "ref": ..., ...}: your frame was applied
   error      {"type": "error", "ref": ..., "code": "invalid" | "not_found" |
@@ -18,12 +19,16 @@ agent -> hub (each may carry a `ref`, echoed in the answer)
   ack        {"type": "ack", "deliveryId": 7} or {"type": "ack", "deliveryIds": [7, 8]}
   status     {"type": "status", "taskId": "...", "state": "working" | "input-required" |
               "completed" | "failed" | "canceled" | "rejected", "text": "...", "parts": [...],
-              "messageId": "...", "askHuman": false, "priority": "normal"}: `text` or
+              "messageId": "...", "askHuman": false, "priority": "normal",
+              "metadata": {...}, "messageMetadata": {...}}: `text` or
               `parts` is the status message; give a `messageId` and a status sent twice is
               recorded once. `askHuman` with input-required puts the question to the humans
-              at the hub (an escalation); their answer arrives as the task's next delivery
+              at the hub (an escalation); their answer arrives as the task's next delivery.
+              `metadata` is the status update's (callers see it on the update and in the
+              task's metadata), `messageMetadata` the status message's
   artifact   {"type": "artifact", "taskId": "...", "artifactId": "...", "name": "...",
-              "parts": [...], "append": false, "lastChunk": false}
+              "parts": [...], "append": false, "lastChunk": false, "metadata": {...}}:
+              `metadata` is the artifact's (an appended chunk's adds to it)
   ping       {"type": "ping"}
 
 A frame that does not parse, or that the task cannot take, is answered with an `error` frame
@@ -106,6 +111,8 @@ class Status(_Frame):
     # With input-required: the question is for a human at the hub (an escalation).
     ask_human: bool = False
     priority: Literal["low", "normal", "high", "urgent"] = "normal"
+    metadata: dict[str, Any] | None = None
+    message_metadata: dict[str, Any] | None = None
 
     _parts = field_validator("parts")(_check_parts)
 
@@ -113,6 +120,8 @@ class Status(_Frame):
     def _message(self) -> Status:
         if self.text is not None and self.parts is not None:
             raise ValueError("give text or parts, not both")
+        if self.message_metadata is not None and self.text is None and self.parts is None:
+            raise ValueError("messageMetadata goes with the status message (text or parts)")
         if self.ask_human and (self.state != "input-required" or not (self.text or self.parts)):
             raise ValueError("askHuman goes with state input-required and the question")
         return self
@@ -130,6 +139,8 @@ class Status(_Frame):
                 "role": "ROLE_AGENT",
                 "parts": parts,
             }
+            if self.message_metadata:
+                status["message"]["metadata"] = self.message_metadata
         return status
 
 
@@ -142,6 +153,7 @@ class ArtifactChunk(_Frame):
     parts: list[dict[str, Any]] = Field(min_length=1, max_length=64)
     append: bool = False
     last_chunk: bool = False
+    metadata: dict[str, Any] | None = None
 
     _parts = field_validator("parts")(_check_parts)
 
@@ -157,6 +169,8 @@ class ArtifactChunk(_Frame):
             artifact["name"] = self.name
         if self.description is not None:
             artifact["description"] = self.description
+        if self.metadata is not None:
+            artifact["metadata"] = self.metadata
         return artifact
 
 
@@ -250,6 +264,7 @@ async def _apply(agent: Agent, frame: Ack | Status | ArtifactChunk | Ping) -> di
             status=frame.wire(),
             ask_human=frame.ask_human,
             priority=frame.priority,
+            metadata=frame.metadata,
         )
     else:
         report = Report(

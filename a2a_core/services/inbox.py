@@ -38,6 +38,7 @@ from a2a_core.models import (
     Task,
     TaskState,
 )
+from a2a_core.schemas.a2a import without_hub_metadata
 from a2a_core.services.agents import agent_set_presence
 from a2a_core.services.tasks import Failure, message_view, tasks_record
 
@@ -81,6 +82,7 @@ def delivery_frame(delivery: Delivery) -> dict[str, Any]:
         "deadline": task.deadline.isoformat() if task and task.deadline else None,
         "sentAt": message.created_at.isoformat(),
         "message": wire,
+        "requestMetadata": without_hub_metadata(message.request_metadata),
     }
 
 

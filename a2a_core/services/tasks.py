@@ -608,6 +608,8 @@ class Report:
     # With an input-required status: a human at the hub should answer (an escalation).
     ask_human: bool = False
     priority: str = "normal"
+    # The status update's metadata.
+    metadata: dict[str, Any] | None = None
 
 
 Record = Snapshot | StreamEvent | Reply | Failure | Report
@@ -764,14 +766,16 @@ def _report(rec: _Recording, op: Report) -> dict[str, Any]:
     state = state_from_wire(str(status.get("state", "")))
     if isinstance(message, dict) and str(message.get("messageId", "")) in rec.work.seen(task):
         return {"late": False, "duplicate": True, "state": task.state}
-    if state == TaskState.SUBMITTED or (state == task.state and not isinstance(message, dict)):
+    if state == TaskState.SUBMITTED or (
+        state == task.state and not isinstance(message, dict) and not op.metadata
+    ):
         raise IllegalTransition(
-            f"task {task.pk} is {task.state} already; report a new state or a message"
+            f"task {task.pk} is {task.state} already; report a new state, a message or metadata"
         )
     if state != task.state:
         check_transition(task.pk, task.state, state)
     was = task.state
-    rec.status(status)
+    rec.status(status, metadata=op.metadata)
     rec.done(delivery=DeliveryState.ACKED)
     if was == TaskState.INPUT_REQUIRED and state != was:
         withdraw_questions(task)

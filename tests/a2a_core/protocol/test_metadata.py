@@ -23,6 +23,7 @@ from a2a_core.asyncdb import db
 from a2a_core.models import Escalation, Task
 from a2a_core.services.escalations import escalation_approve
 from a2a_core.services.policy import policy_publish
+from tests.a2a_core.inbox.helpers import Inbox, close_opened_inboxes
 from tests.a2a_core.inbox.test_fan_out import broadcast, fan_out
 from tests.a2a_core.protocol.helpers import (
     BINDINGS,
@@ -34,6 +35,7 @@ from tests.a2a_core.protocol.helpers import (
 )
 from tests.a2a_core.push.conftest import Webhook
 from tests.agents import META
+from tests.factories import register
 
 pytestmark = pytest.mark.live
 
@@ -42,6 +44,12 @@ CALLER_REQUEST = {"caller.request": {"budget": 3}}
 # The task's metadata as the agent's own task store keeps it: the task's, with every status
 # update's merged in.
 TASK_METADATA = {**META["task"], **META["working"], **META["said"], **META["done"]}
+
+
+@pytest.fixture(autouse=True)
+async def _close_inboxes(hub):
+    yield
+    await close_opened_inboxes()
 
 
 def metadata_request(text: str, **kwargs: Any) -> SendMessageRequest:
@@ -319,3 +327,59 @@ async def test_an_artifact_s_chunks_each_keep_their_metadata_and_the_artifact_al
     got = MessageToDict(await client.get_task(GetTaskRequest(id=through[0]["task"]["id"])))
     got_direct = MessageToDict(await direct.get_task(GetTaskRequest(id=straight[0]["task"]["id"])))
     assert shape(got)[4] == shape(got_direct)[4] == [("chunks-1", META["chunks"])]
+
+
+async def test_an_inbox_agent_s_metadata_reaches_callers_and_the_caller_s_reaches_it(hub, sdk):
+    registration = await db(register, "duc", inbox=True)
+    inbox = await Inbox.open(hub.url, "duc", registration.token)
+    _, token = await hub.caller("alpha")
+    client = await sdk("duc", token, streaming=True)
+
+    async def report(frame: dict[str, Any]) -> None:
+        answer = await inbox.send(frame)
+        assert answer["type"] == "ok", answer
+
+    async def agent() -> dict[str, Any]:
+        delivery = await inbox.next_of("delivery")
+        task_id = delivery["taskId"]
+        await report(
+            {"type": "status", "taskId": task_id, "state": "working", "metadata": META["working"]}
+        )
+        await report(
+            {
+                "type": "status",
+                "taskId": task_id,
+                "state": "working",
+                "text": "said",
+                "metadata": META["said"],
+                "messageMetadata": META["message"],
+            }
+        )
+        await report(
+            {
+                "type": "artifact",
+                "taskId": task_id,
+                "artifactId": "meta-1",
+                "parts": [{"text": "with metadata"}],
+                "metadata": META["artifact"],
+            }
+        )
+        await report(
+            {"type": "status", "taskId": task_id, "state": "completed", "metadata": META["done"]}
+        )
+        return delivery
+
+    events, delivery = await asyncio.gather(
+        collect(client.send_message(metadata_request("meta"))), agent()
+    )
+
+    assert delivery["message"]["metadata"] == CALLER_MESSAGE
+    assert delivery["requestMetadata"] == CALLER_REQUEST
+    assert [shape(e) for e in events[1:]] == [
+        EVENTS[1],
+        EVENTS[2],
+        ("artifact", None, "meta-1", META["artifact"]),
+        EVENTS[4],
+    ]
+    got = MessageToDict(await client.get_task(GetTaskRequest(id=delivery["taskId"])))
+    assert got["metadata"] == {**META["working"], **META["said"], **META["done"]}
