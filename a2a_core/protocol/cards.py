@@ -1,10 +1,21 @@
 """Agent cards as the hub serves them: every interface points at the hub, which adds its
-bearer security scheme; and the hub's own card."""
+bearer security scheme; and the hub's own card.
+
+Each card is served in two views, told apart by the request's `A2A-Version` header (the
+a2a-sdk 1.x client sends `1.0` with every request, its card fetch included; 0.3 clients send
+none, and the spec reads a missing header as 0.3):
+- `A2A-Version: 1.x` (any version from 1 up): the A2A 1.0 `AgentCard` exactly, nothing else;
+- no header, or a 0.x version: the same card with the 0.3 fields added (`url`,
+  `preferredTransport`, `protocolVersion`, `additionalInterfaces`, 0.3-style `security`), so
+  a 0.3 client finds every interface, REST included, and a 1.x client that sent no header
+  still reads `supportedInterfaces`.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -17,9 +28,9 @@ from a2a.types.a2a_pb2 import (
     AgentInterface,
     AgentSkill,
 )
-from a2a.utils.constants import TransportProtocol
+from a2a.utils.constants import VERSION_HEADER, TransportProtocol
 from django.conf import settings
-from google.protobuf.json_format import ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -44,20 +55,16 @@ def base_url(request: Request) -> str:
 
 
 def hub_interfaces(base: str, path: str) -> list[AgentInterface]:
-    jsonrpc = f"{base}{path}/"
+    """Both bindings in 1.0, then both in 0.3: 0.3 clients are served on the same endpoints
+    (they send no A2A-Version), and the 0.3 view of the card lists the 0.3 ones."""
+    urls = {
+        TransportProtocol.JSONRPC: f"{base}{path}/",
+        TransportProtocol.HTTP_JSON: f"{base}{path}/rest",
+    }
     return [
-        AgentInterface(
-            url=jsonrpc, protocol_binding=TransportProtocol.JSONRPC, protocol_version="1.0"
-        ),
-        AgentInterface(
-            url=f"{base}{path}/rest",
-            protocol_binding=TransportProtocol.HTTP_JSON,
-            protocol_version="1.0",
-        ),
-        # 0.3 clients are served on the same JSON-RPC endpoint (they send no A2A-Version).
-        AgentInterface(
-            url=jsonrpc, protocol_binding=TransportProtocol.JSONRPC, protocol_version="0.3"
-        ),
+        AgentInterface(url=url, protocol_binding=binding, protocol_version=version)
+        for version in ("1.0", "0.3")
+        for binding, url in urls.items()
     ]
 
 
@@ -82,13 +89,35 @@ def _declare_envelope(capabilities: AgentCapabilities) -> None:
         )
 
 
-def _render(card: AgentCard) -> tuple[bytes, str]:
-    body = json.dumps(agent_card_to_dict(card), separators=(",", ":")).encode()
+Rendered = tuple[bytes, str]
+"""A card's JSON body and its ETag."""
+
+
+@dataclass(frozen=True)
+class CardViews:
+    """A card rendered for 1.x clients (`v1`) and for 0.3 clients (`v03`)."""
+
+    v1: Rendered
+    v03: Rendered
+
+
+def _render(card: AgentCard) -> CardViews:
+    return CardViews(v1=_body(MessageToDict(card)), v03=_body(agent_card_to_dict(card)))
+
+
+def _body(document: dict[str, Any]) -> Rendered:
+    body = json.dumps(document, separators=(",", ":")).encode()
     return body, f'W/"{hashlib.sha256(body).hexdigest()[:32]}"'
 
 
+def speaks_1_0(request: Request) -> bool:
+    """Whether a card request comes from an A2A 1.x client (its `A2A-Version` is 1 or more)."""
+    major = request.headers.get(VERSION_HEADER, "").strip().partition(".")[0]
+    return major.isdecimal() and int(major) >= 1
+
+
 @lru_cache(maxsize=2048)
-def _agent_card(slug: str, digest: str, card_json: str, base: str, push: bool) -> tuple[bytes, str]:
+def _agent_card(slug: str, digest: str, card_json: str, base: str, push: bool) -> CardViews:
     card = ParseDict(json.loads(card_json), AgentCard(), ignore_unknown_fields=True)
     del card.supported_interfaces[:]
     card.supported_interfaces.extend(hub_interfaces(base, f"/a2a/{slug}"))
@@ -102,14 +131,14 @@ def _agent_card(slug: str, digest: str, card_json: str, base: str, push: bool) -
     return _render(card)
 
 
-def served_card(agent: Agent, base: str) -> tuple[bytes, str]:
-    """The agent's card as the hub serves it, and its ETag."""
+def served_card(agent: Agent, base: str) -> CardViews:
+    """The agent's card as the hub serves it."""
     return _agent_card(
         agent.slug, agent.card_digest, json.dumps(agent.card), base, settings.HUB_PUSH_ENABLED
     )
 
 
-def hub_card(base: str) -> tuple[bytes, str]:
+def hub_card(base: str) -> CardViews:
     card = AgentCard(
         name=settings.HUB_NAME,
         description=(
@@ -146,8 +175,10 @@ def hub_card(base: str) -> tuple[bytes, str]:
     return _render(card)
 
 
-def card_response(request: Request, body: bytes, etag: str) -> Response:
-    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL}
+def card_response(request: Request, views: CardViews) -> Response:
+    body, etag = views.v1 if speaks_1_0(request) else views.v03
+    # Shared caches must keep the two views apart.
+    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL, "Vary": VERSION_HEADER}
     match = request.headers.get("if-none-match", "")
     if match and (match.strip() == "*" or etag in [m.strip() for m in match.split(",")]):
         return Response(status_code=304, headers=headers)
@@ -168,11 +199,11 @@ async def agent_card_endpoint(request: Request) -> Response:
             },
             status_code=404,
         )
-    return card_response(request, *served_card(agent, base_url(request)))
+    return card_response(request, served_card(agent, base_url(request)))
 
 
 async def hub_card_endpoint(request: Request) -> Response:
-    return card_response(request, *hub_card(base_url(request)))
+    return card_response(request, hub_card(base_url(request)))
 
 
 def discovery_json(page: Any) -> dict[str, Any]:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
+import jsonschema
 import pytest
 from a2a.client import A2ACardResolver
+from a2a.types.a2a_pb2 import AgentCard
 
 from a2a_core.asyncdb import db
 from a2a_core.services.agents import agent_register
+from tests.a2a_core.protocol.proto_schema import json_schema
 from tests.factories import make_card
+from tests.peers import PeerProcess, peer_python
+
+V1 = {"A2A-Version": "1.0"}
+SDK03 = ["a2a-sdk[http-server]==0.3.26", "httpx", "uvicorn"]
+CARD_SCHEMA = json_schema(AgentCard.DESCRIPTOR)
 
 pytestmark = pytest.mark.live
 
@@ -28,6 +38,7 @@ async def test_agent_card_points_every_interface_at_the_hub_and_requires_its_tok
         (f"{hub.url}/a2a/duc/", "JSONRPC", "1.0"),
         (f"{hub.url}/a2a/duc/rest", "HTTP+JSON", "1.0"),
         (f"{hub.url}/a2a/duc/", "JSONRPC", "0.3"),
+        (f"{hub.url}/a2a/duc/rest", "HTTP+JSON", "0.3"),
     }
     assert scripted.url not in str(card)
     assert card.security_schemes["hubBearer"].http_auth_security_scheme.scheme == "Bearer"
@@ -35,6 +46,63 @@ async def test_agent_card_points_every_interface_at_the_hub_and_requires_its_tok
     assert card.capabilities.streaming
     assert card.skills[0].id == "script"
     assert any(e.uri.endswith("/envelope/v1") for e in card.capabilities.extensions)
+
+
+def schema_violations(document: dict) -> list[str]:
+    validator = jsonschema.Draft202012Validator(CARD_SCHEMA)
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator.iter_errors(document)
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", ["/a2a/duc/.well-known/agent-card.json", "/.well-known/agent-card.json"]
+)
+async def test_a_1_0_client_gets_a_card_that_is_exactly_the_1_0_schema(hub, raw, path):
+    await hub.register_card(make_card("duc"))
+    response = await raw.get(path, headers=V1)
+    assert response.headers["vary"] == "A2A-Version"
+    assert schema_violations(response.json()) == []
+
+
+async def test_the_1_0_schema_of_the_test_refuses_the_0_3_fields(hub, raw):
+    await hub.register_card(make_card("duc"))
+    legacy = (await raw.get("/a2a/duc/.well-known/agent-card.json")).json()
+    assert any("'url'" in v and "were unexpected" in v for v in schema_violations(legacy))
+
+
+async def test_a_0_3_client_gets_a_view_listing_every_interface_rest_included(hub, raw):
+    await hub.register_card(make_card("duc"))
+    for headers in ({}, {"A2A-Version": "0.3"}):
+        card = (await raw.get("/a2a/duc/.well-known/agent-card.json", headers=headers)).json()
+        assert card["url"] == f"{hub.url}/a2a/duc/"
+        assert card["preferredTransport"] == "JSONRPC"
+        assert card["protocolVersion"] == "0.3"
+        assert card["additionalInterfaces"] == [
+            {"url": f"{hub.url}/a2a/duc/rest", "transport": "HTTP+JSON"}
+        ]
+        assert card["security"] == [{"hubBearer": []}]
+        # A 1.x client that sent no header still finds its interfaces.
+        assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0", "0.3"}
+
+
+@pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
+async def test_an_a2a_sdk_0_3_client_works_through_the_hub_from_the_card(hub, transport):
+    await hub.endpoint_agent("echo")
+    _, token = await hub.caller("old-timer")
+    python = peer_python("sdk03", SDK03)
+    out = PeerProcess(python, "sdk03_client.py", hub.url, "echo", token, transport, "echo hi").run()
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert lines, out
+    url = f"{hub.url}/a2a/echo/" if transport == "JSONRPC" else f"{hub.url}/a2a/echo/rest"
+    assert lines[-1] == {
+        "transport": transport,
+        "url": url.rstrip("/") if transport == "HTTP+JSON" else url,
+        "kind": "task",
+        "state": "completed",
+        "text": ["echo: hi"],
+    }
 
 
 async def test_card_has_an_etag_and_revalidates_with_304(hub, raw):
