@@ -12,7 +12,10 @@ from a2a.server.routes import (
     create_jsonrpc_routes,
     create_rest_routes,
 )
+from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.errors import VersionNotSupportedError
 from django.conf import settings
+from packaging.version import InvalidVersion, Version
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -29,12 +32,31 @@ from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
 
 
 class HubContextBuilder(DefaultServerCallContextBuilder):
-    """Puts the gate's verdict (who calls whom) into the SDK's call context."""
+    """Puts the gate's verdict (who calls whom) into the SDK's call context.
+
+    Refuses an `A2A-Version` no method of the hub speaks (neither 1.x nor 0.x) with
+    VersionNotSupported naming the versions to use; the SDK's dispatchers answer it in the
+    binding's form with the request's id. (A known version sent with a method of the other
+    one is the SDK's own check, which names the version that method needs.)"""
 
     def build(self, request: Request) -> ServerCallContext:
+        version = request.headers.get(VERSION_HEADER, "").strip()
+        if version and _major(version) not in (0, 1):
+            raise VersionNotSupportedError(
+                f"A2A-Version {version!r} is not supported: this hub speaks A2A 1.0 (send "
+                "'A2A-Version: 1.0' with the 1.0 methods) and 0.3 (send no A2A-Version, or "
+                "0.3, with the 0.3 methods)"
+            )
         context = super().build(request)
         context.state[CALL_KEY] = request.scope.get("hub.call")
         return context
+
+
+def _major(version: str) -> int | None:
+    try:
+        return Version(version).major
+    except InvalidVersion:
+        return None
 
 
 def _a2a_routes(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from a2a.compat.v0_3 import jsonrpc_adapter
 from a2a.server.jsonrpc_models import JSONRPCError
 from a2a.server.request_handlers import response_helpers
 from a2a.utils import errors as sdk_errors
@@ -104,6 +105,13 @@ def register_with_sdk() -> None:
     )
     sdk_errors.A2A_ERROR_REASONS.setdefault(sdk_errors.JSONParseError, "PARSE_ERROR")
     response_helpers.EXCEPTION_MAP.setdefault(sdk_errors.JSONParseError, JSONRPCError)
+    # The SDK's 0.3 JSON-RPC adapter answers every code 0.3 did not define as -32603 (internal
+    # error). A 0.3 client is better served by the code the 1.0 path gives: the hub's own
+    # (-32050..), and -32009 with the versions to use (JSON-RPC clients take any code).
+    jsonrpc_adapter._V03_ERROR_CODES = jsonrpc_adapter._V03_ERROR_CODES | {
+        sdk_errors.JSON_RPC_ERROR_CODE_MAP[sdk_errors.VersionNotSupportedError],
+        *(code for code, _, _, _ in HUB_ERRORS.values()),
+    }
 
 
 register_with_sdk()

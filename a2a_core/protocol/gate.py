@@ -55,16 +55,21 @@ def agent_slug(path: str) -> str | None:
 
 
 async def error_response(
-    send: Send, path: str, error: A2AError, *, extra_headers: Sequence[tuple[bytes, bytes]] = ()
+    send: Send,
+    path: str,
+    error: A2AError,
+    *,
+    extra_headers: Sequence[tuple[bytes, bytes]] = (),
+    request: bytes = b"",
 ) -> None:
-    """Answer with `error` in the form of the binding `path` belongs to."""
+    """Answer with `error` in the form of the binding `path` belongs to; on JSON-RPC, with
+    the id of the `request` body when it has a usable one."""
     if is_rest(path):
         body = build_rest_error_payload(error)
-        content_type = b"application/json"
     else:
-        body = build_error_response(None, error)
-        content_type = b"application/json"
+        body = build_error_response(_request_id(request), error)
     data = json.dumps(body).encode()
+    content_type = b"application/json"
     headers = [(b"content-type", content_type), (b"content-length", str(len(data)).encode())]
     await send(
         {
@@ -167,6 +172,17 @@ class AgentGate:
             )
             return
 
+        if _has_lone_surrogate(body):
+            await error_response(
+                send,
+                path,
+                InvalidRequestError(
+                    message="the request holds a lone UTF-16 surrogate escape (such as "
+                    "\\ud800), which is not Unicode text; ids and text sent to the hub must be"
+                ),
+                request=body,
+            )
+            return
         if "\x00" in path or _has_nul(body):
             # Nothing the hub stores may hold U+0000 (PostgreSQL text and jsonb refuse it).
             await error_response(
@@ -176,6 +192,7 @@ class AgentGate:
                     message="the request contains a NUL character (U+0000); ids and text "
                     "sent to the hub may not"
                 ),
+                request=body,
             )
             return
 
@@ -187,13 +204,14 @@ class AgentGate:
             caller, target = await db(resolve, token or "", slug)
         if caller is None:
             error, extra = unauthenticated(token)
-            await error_response(send, path, error, extra_headers=extra)
+            await error_response(send, path, error, extra_headers=extra, request=body)
             return
         if slug and target is None:
             await error_response(
                 send,
                 path,
                 AgentNotFoundError(f"no agent {slug!r} is registered at this hub", {"agent": slug}),
+                request=body,
             )
             return
         if not caller.has_scope(AgentScope.CALL):
@@ -204,6 +222,7 @@ class AgentGate:
                     f"the token of {caller.slug} lacks the a2a:call scope",
                     {"agent": caller.slug, "missingScope": AgentScope.CALL.value},
                 ),
+                request=body,
             )
             return
 
@@ -264,6 +283,51 @@ def _has_nul(body: bytes) -> bool:
         return holds_nul(json.loads(body))
     except (ValueError, RecursionError):
         return False  # not JSON: the dispatcher says so
+
+
+# A JSON escape of a UTF-16 surrogate, high (D800-DBFF) or low (DC00-DFFF).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(body: bytes) -> bool:
+    """Whether the JSON body holds a lone surrogate (`"\\ud800"`): valid JSON syntax, but not
+    Unicode, so no UTF-8 answer or database can hold it. The decoder joins escaped pairs
+    (an emoji) into one character: a surrogate left in a decoded string is a lone one."""
+    if not _SURROGATE_ESCAPE.search(body):
+        return False
+    try:
+        return _holds_surrogate(json.loads(body))
+    except (ValueError, RecursionError):
+        return False  # not JSON: the dispatcher says so
+
+
+def _holds_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_holds_surrogate(k) or _holds_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_surrogate(v) for v in value)
+    return False
+
+
+def _request_id(body: bytes) -> str | int | None:
+    """The JSON-RPC id of a request body, when it is one a reply can carry (a string of
+    Unicode text or an integer); None otherwise, as JSON-RPC says for an unreadable id."""
+    try:
+        request = json.loads(body) if body else None
+    except (ValueError, RecursionError):
+        return None
+    request_id = request.get("id") if isinstance(request, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    if isinstance(request_id, str) and _holds_surrogate(request_id):
+        return None
+    return request_id
 
 
 def _utf8_json_text(body: bytes) -> bool:
