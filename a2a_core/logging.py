@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import threading
 from datetime import UTC, datetime
 
 trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="")
@@ -34,3 +35,56 @@ class JsonFormatter(logging.Formatter):
 
 def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(f"a2a_hub.{name}")
+
+
+class CallerMistakes(logging.Filter):
+    """For the a2a-sdk's request loggers: what a caller got wrong is logged at WARNING,
+    without a traceback, and at most `burst` times a minute per kind of mistake.
+
+    The SDK logs a JSON-RPC body it cannot read with `logger.exception` (ERROR and a
+    traceback), although it answers the caller with the protocol's error: junk sent with a
+    valid token would fill the log with tracebacks of nothing wrong in the hub. A record past
+    the budget is dropped; the next one let through says how many were. Records that are no
+    caller's mistake (an internal error, anything not listed) pass unchanged.
+    """
+
+    MISTAKES = (
+        "Failed to validate base JSON-RPC request",
+        "Failed to parse request params",
+        "Request Error",
+        "Request error",
+        "Parse error",
+    )
+
+    def __init__(self, burst: int = 10, window: float = 60.0) -> None:
+        super().__init__()
+        self.burst = burst
+        self.window = window
+        self._lock = threading.Lock()
+        # kind -> [window start, records let through, records dropped]
+        self._seen: dict[str, list[float]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not isinstance(record.msg, str):
+            return True
+        kind = next((m for m in self.MISTAKES if record.msg.startswith(m)), None)
+        if kind is None or (record.levelno >= logging.ERROR and not record.exc_info):
+            return True  # not a caller's mistake: an internal error is logged as it is
+        with self._lock:
+            start, passed, dropped = self._seen.get(kind, [record.created, 0, 0])
+            if record.created - start >= self.window:
+                start, passed = record.created, 0
+            if passed >= self.burst:
+                self._seen[kind] = [start, passed, dropped + 1]
+                return False
+            self._seen[kind] = [start, passed + 1, 0]
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            message = f"{message}: {type(error).__name__}: {error}"
+        if dropped:
+            message = f"{message} ({int(dropped)} more like it were not logged)"
+        record.msg, record.args = message, None
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True

@@ -255,10 +255,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "a2a_core.logging.JsonFormatter"}},
+    "filters": {"caller_mistakes": {"()": "a2a_core.logging.CallerMistakes"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "root": {"handlers": ["console"], "level": os.environ.get("HUB_LOG_LEVEL", "WARNING")},
     "loggers": {
         "a2a_hub": {"level": os.environ.get("HUB_LOG_LEVEL", "INFO"), "propagate": True},
         "django.request": {"level": "ERROR"},
+        # The a2a-sdk's loggers of what callers send wrong (see CallerMistakes).
+        "a2a.server.routes.jsonrpc_dispatcher": {"filters": ["caller_mistakes"]},
+        "a2a.compat.v0_3.jsonrpc_adapter": {"filters": ["caller_mistakes"]},
+        "a2a.utils.error_handlers": {"filters": ["caller_mistakes"]},
     },
 }

@@ -23,7 +23,7 @@ from django.template.loader import render_to_string
 
 from a2a_core.asyncdb import db
 from a2a_core.models import Agent
-from a2a_core.schemas.a2a import holds_nul
+from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
 from a2a_core.sockets import Consumer
 from dashboard import live
@@ -107,7 +107,9 @@ class DashboardConsumer(Consumer):
             values = json.loads(text_data or "{}")
         except (ValueError, RecursionError):  # not JSON, or nested too deep
             return
-        if not isinstance(values, dict) or self.page not in FEED_PAGES or holds_nul(values):
+        if not isinstance(values, dict) or self.page not in FEED_PAGES:
+            return
+        if holds_nul(values) or holds_lone_surrogate(values):  # no filter can match them
             return
         before = (self.filters, self.paused)
         self.paused = bool(values.get("paused"))

@@ -59,7 +59,7 @@ from a2a_core.delivery import dispatch
 from a2a_core.errors import FieldProblem, HubError, ValidationFailed, field_problems
 from a2a_core.models import Agent
 from a2a_core.models.task import new_id
-from a2a_core.schemas.a2a import holds_nul
+from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.services.inbox import inbox_ack
 from a2a_core.services.tasks import Report
 
@@ -212,6 +212,11 @@ def parse(data: str | bytes | dict[str, Any]) -> Ack | Status | ArtifactChunk | 
         raise ValidationFailed(
             "malformed frame", [FieldProblem("", "text and ids may not contain U+0000 (NUL)")]
         )
+    if holds_lone_surrogate(data):
+        raise ValidationFailed(
+            "malformed frame",
+            [FieldProblem("", "text and ids must be Unicode: a lone surrogate (\\ud800) is not")],
+        )
     if data.get("type") not in FRAME_TYPES:
         raise ValidationFailed(
             "unknown frame type",
@@ -231,7 +236,9 @@ def ref_of(data: Any) -> Any:
         except (ValueError, RecursionError):
             return None
     ref = data.get("ref") if isinstance(data, dict) else None
-    return ref if isinstance(ref, str | int) and not isinstance(ref, bool) else None
+    if isinstance(ref, bool) or not isinstance(ref, str | int) or holds_lone_surrogate(ref):
+        return None  # not a ref an answer can carry
+    return ref
 
 
 async def answer(agent: Agent, data: str | bytes | dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from a2a_core.protocol.errors import (
     UnauthenticatedError,
     http_status,
 )
-from a2a_core.schemas.a2a import holds_nul
+from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.services.agents import RESERVED_SLUGS
 
 CALL_SCOPE_KEY = "hub.call"
@@ -290,29 +290,14 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _has_lone_surrogate(body: bytes) -> bool:
-    """Whether the JSON body holds a lone surrogate (`"\\ud800"`): valid JSON syntax, but not
-    Unicode, so no UTF-8 answer or database can hold it. The decoder joins escaped pairs
-    (an emoji) into one character: a surrogate left in a decoded string is a lone one."""
+    """Whether the JSON body holds a lone surrogate (`"\\ud800"`); only a body with a
+    surrogate escape (an emoji's pair, say) is decoded to look."""
     if not _SURROGATE_ESCAPE.search(body):
         return False
     try:
-        return _holds_surrogate(json.loads(body))
+        return holds_lone_surrogate(json.loads(body))
     except (ValueError, RecursionError):
         return False  # not JSON: the dispatcher says so
-
-
-def _holds_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_holds_surrogate(k) or _holds_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_surrogate(v) for v in value)
-    return False
 
 
 def _request_id(body: bytes) -> str | int | None:
@@ -325,7 +310,7 @@ def _request_id(body: bytes) -> str | int | None:
     request_id = request.get("id") if isinstance(request, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         return None
-    if isinstance(request_id, str) and _holds_surrogate(request_id):
+    if isinstance(request_id, str) and holds_lone_surrogate(request_id):
         return None
     return request_id
 

@@ -65,3 +65,20 @@ def holds_nul(value: Any) -> bool:
     if isinstance(value, list):
         return any(holds_nul(v) for v in value)
     return False
+
+
+def holds_lone_surrogate(value: Any) -> bool:
+    """Whether a decoded JSON value has a lone UTF-16 surrogate (from an escape such as
+    `"\\ud800"`) in a string or a key: valid JSON syntax, but not Unicode, so no UTF-8 text,
+    answer or database can hold it. (The decoder joins an escaped pair into one character.)"""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(holds_lone_surrogate(k) or holds_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_lone_surrogate(v) for v in value)
+    return False

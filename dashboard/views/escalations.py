@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import Escalation, EscalationStatus
-from a2a_core.schemas.a2a import holds_nul
+from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.selectors.escalations import escalation_card, escalation_inbox
 from a2a_core.services import escalations as escalation_services
 from dashboard.http import HtmxHttpRequest, actor
@@ -97,6 +97,11 @@ def _json_field(raw: str) -> Any:
     if holds_nul(data):
         raise ValidationFailed(
             "the data holds a NUL character", [FieldProblem("data", "remove the U+0000")]
+        )
+    if holds_lone_surrogate(data):
+        raise ValidationFailed(
+            "the data is not Unicode text",
+            [FieldProblem("data", "remove the lone surrogate escape (\\ud800 to \\udfff)")],
         )
     return data
 

@@ -99,6 +99,8 @@ def junk_value(rng: random.Random, depth: int = 0) -> Any:
             [
                 "<script>x</script>",
                 "\u0000",
+                "\ud800",
+                "x\udfffy",
                 "ROLE_USER",
                 "TASK_STATE_WORKING",
                 "completed",
@@ -264,14 +266,11 @@ async def test_ten_thousand_junk_inputs_get_no_5xx_and_the_hub_keeps_serving(
     assert broken == []
     assert fives == [], (statuses, fives[:5])
     assert internal == []
-    # The a2a-sdk logs callers' malformed JSON-RPC at error level; anything else is a fault.
+    # Callers' junk is a warning at most: an error in the log is a fault of the hub.
     errors = [
         f"{r.getMessage()} {(r.exc_text or '')[-400:]}"
         for r in caplog.records
-        if r.levelno >= logging.ERROR
-        and not r.getMessage().startswith(
-            ("Failed to validate base JSON-RPC", "Failed to parse request params", "Request Error")
-        )
+        if r.levelno >= logging.ERROR or r.exc_info
     ]
     assert errors == [], errors[:5]
     # Still serving: a real call goes through.

@@ -183,3 +183,41 @@ async def test_a_lone_surrogate_in_a_message_is_refused_in_each_binding(raw, tok
     over_rest = await raw.post("/a2a/echo/rest/message:send", content=text, headers=headers)
     assert over_rest.status_code == 400
     assert error_info(over_rest.json())["reason"] == "INVALID_REQUEST"
+
+
+async def test_junk_from_a_valid_caller_is_a_rate_limited_warning_without_a_traceback(
+    raw, tokens, caplog
+):
+    caplog.set_level(logging.WARNING)
+    headers = {"Authorization": tokens["alpha"], **V1}
+    junk = [
+        (rpc("GetTask", {"id": "x"}, {"not": "an id"}), -32600),
+        (rpc("GetTask", {"id": {"not": "a string"}}), -32602),
+        (rpc("message/send", {"message": 5}), -32600),
+    ]
+    for _ in range(30):
+        for body, code in junk:
+            response = await raw.post("/a2a/echo/", json=body, headers=headers)
+            assert response.json()["error"]["code"] == code
+    sdk = [r for r in caplog.records if r.name.startswith("a2a.")]
+    assert [r.getMessage() for r in sdk if r.levelno >= logging.ERROR] == []
+    assert [r.getMessage() for r in sdk if r.exc_info] == []
+    unreadable = [r for r in sdk if r.getMessage().startswith("Failed to validate base")]
+    assert len(unreadable) <= 10
+
+
+async def test_a_lone_surrogate_in_an_inbox_frame_is_a_frame_error_not_a_500(hub):
+    from tests.a2a_core.inbox.test_inbox_agents import inbox_agent
+
+    _, duc = await inbox_agent("duc")
+    async with httpx.AsyncClient(
+        base_url=hub.url, headers={"Authorization": f"Bearer {duc}"}, timeout=30
+    ) as http:
+        for frame in (
+            b'{"type": "ack", "ref": "\\ud800", "deliveryIds": ["x"]}',
+            b'{"type": "ack", "ref": 1, "deliveryIds": ["\\udc00"]}',
+        ):
+            response = await http.post("/inbox/duc/", content=frame)
+            assert response.status_code == 200, response.text
+            assert response.json()["type"] == "error"
+            assert "surrogate" in response.text
