@@ -97,6 +97,16 @@ async def test_a_policy_refusal_has_the_same_code_on_the_0_3_path_as_on_1_0(raw,
     assert legacy.json()["error"]["data"]["reason"] == "denied_by_matrix"
 
 
+async def test_a_policy_refusal_of_a_0_3_stream_has_the_1_0_code(raw, tokens):
+    response = await raw.post(
+        "/a2a/echo/",
+        json=rpc("message/stream", LEGACY_SEND, "s-9"),
+        headers={"Authorization": tokens["beta"]},
+    )
+    events = [json.loads(line[5:]) for line in response.text.splitlines() if line[:5] == "data:"]
+    assert [(e["id"], e["error"]["code"]) for e in events] == [("s-9", -32053)]
+
+
 async def test_a_policy_refusal_has_the_same_status_over_0_3_rest_as_over_1_0(raw, tokens):
     beta = {"Authorization": tokens["beta"]}
     modern = await raw.post("/a2a/echo/rest/message:send", json=send_params(), headers=beta | V1)
