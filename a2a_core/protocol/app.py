@@ -27,6 +27,7 @@ from a2a_core.errors import ValidationFailed
 from a2a_core.inbox.poll import inbox_endpoint
 from a2a_core.protocol import errors as _errors  # noqa: F401  (registers the hub's errors)
 from a2a_core.protocol.cards import agent_card_endpoint, hub_card_endpoint
+from a2a_core.protocol.compat import rest_v03_routes
 from a2a_core.protocol.gate import AgentGate, bearer_token, resolve, unauthenticated
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
 
@@ -67,7 +68,10 @@ def _a2a_routes(
         *create_jsonrpc_routes(handler, rpc_url, context_builder=builder, enable_v0_3_compat=True),
         Mount(
             rpc_url + "rest",
-            routes=create_rest_routes(handler, context_builder=builder, enable_v0_3_compat=True),
+            routes=[
+                *rest_v03_routes(handler, builder),
+                *create_rest_routes(handler, context_builder=builder),
+            ],
         ),
     ]
 

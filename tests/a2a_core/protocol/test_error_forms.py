@@ -231,3 +231,26 @@ async def test_a_lone_surrogate_in_an_inbox_frame_is_a_frame_error_not_a_500(hub
             assert response.status_code == 200, response.text
             assert response.json()["type"] == "error"
             assert "surrogate" in response.text
+
+
+@pytest.mark.parametrize(
+    ("token", "body", "status", "reason"),
+    [
+        ("beta", LEGACY_REST_SEND, 403, "POLICY_REJECTED"),
+        ("alpha", {"message": {"messageId": "m", "role": "ROLE_USER", "content": []}}, 400, None),
+        ("alpha", {"message": LEGACY_REST_SEND["message"], "metadata": 5}, 400, None),
+    ],
+)
+async def test_a_0_3_rest_stream_refused_at_once_is_an_error_response_not_a_cut_connection(
+    hub, tokens, token, body, status, reason
+):
+    one_connection = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    async with httpx.AsyncClient(base_url=hub.url, timeout=30, limits=one_connection) as http:
+        headers = {"Authorization": tokens[token]}
+        response = await http.post("/a2a/echo/rest/v1/message:stream", json=body, headers=headers)
+        assert response.status_code == status, response.text
+        assert response.json()["error"]["code"] == status
+        if reason:
+            assert error_info(response.json())["reason"] == reason
+        follow = await http.get("/a2a/echo/rest/v1/tasks/nope", headers=headers)
+        assert follow.status_code == 404
