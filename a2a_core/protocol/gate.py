@@ -183,7 +183,7 @@ class AgentGate:
                 request=body,
             )
             return
-        if "\x00" in path or _has_nul(body):
+        if "\x00" in path or b"%00" in scope.get("query_string", b"") or _has_nul(body):
             # Nothing the hub stores may hold U+0000 (PostgreSQL text and jsonb refuse it).
             await error_response(
                 send,

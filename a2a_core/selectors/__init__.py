@@ -90,6 +90,12 @@ def agent_discover(
         problems.append(FieldProblem("status", f"must be one of {AgentStatus.values}"))
     if not 1 <= limit <= DISCOVERY_MAX_LIMIT:
         problems.append(FieldProblem("limit", f"must be between 1 and {DISCOVERY_MAX_LIMIT}"))
+    texts = {"skill": skill, "tag": tag, "q": q, "cursor": cursor}
+    problems += [
+        FieldProblem(name, "may not contain U+0000 (NUL)")
+        for name, text in texts.items()
+        if text and "\x00" in text  # PostgreSQL refuses it in a query, not only in storage
+    ]
     if problems:
         raise ValidationFailed("invalid discovery query", problems)
 

@@ -206,3 +206,14 @@ async def test_the_hub_endpoint_lists_your_tasks_across_agents(hub, sdk):
     finally:
         await http.aclose()
     assert {t.id for t in listed.tasks} == {a.id, b.id}
+
+
+@pytest.mark.parametrize("param", ["skill", "tag", "q", "cursor"])
+async def test_discovery_with_a_nul_character_is_a_400_naming_the_parameter(raw, hub, param):
+    _, token = await hub.caller("baron")
+    response = await raw.get(
+        "/discover", params={param: "a\x00b"}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 400
+    violation = response.json()["error"]["details"][0]["fieldViolations"][0]
+    assert violation["field"] == param and "U+0000" in violation["description"]

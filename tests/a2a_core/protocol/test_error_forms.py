@@ -254,3 +254,18 @@ async def test_a_0_3_rest_stream_refused_at_once_is_an_error_response_not_a_cut_
             assert error_info(response.json())["reason"] == reason
         follow = await http.get("/a2a/echo/rest/v1/tasks/nope", headers=headers)
         assert follow.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/a2a/echo/rest/tasks?contextId=a%00b",
+        "/a2a/echo/rest/tasks?pageToken=a%00b",
+        "/a2a/echo/rest/tasks/a%00b",
+        "/a2a/echo/rest/v1/tasks/a%00b",
+    ],
+)
+async def test_a_nul_character_in_a_rest_url_is_a_400(raw, tokens, path):
+    response = await raw.get(path, headers={"Authorization": tokens["alpha"], **V1})
+    assert response.status_code == 400, response.text
+    assert error_info(response.json())["reason"] == "INVALID_PARAMS"
