@@ -178,7 +178,7 @@ class AgentGate:
                 path,
                 InvalidRequestError(
                     message="the request holds a lone UTF-16 surrogate escape (such as "
-                    "\\ud800), which is not Unicode text; ids and text sent to the hub must be"
+                    "\\ud800): ids and text sent to the hub must be Unicode text"
                 ),
                 request=body,
             )
