@@ -85,6 +85,17 @@ async def test_a_version_nobody_speaks_names_the_supported_ones_over_rest(raw, t
         assert "1.0" in body["error"]["message"] and "0.3" in body["error"]["message"]
 
 
+async def test_a_0_3_rest_path_with_version_1_0_is_version_not_supported(raw, tokens):
+    response = await raw.post(
+        "/a2a/echo/rest/v1/message:send",
+        json=LEGACY_REST_SEND,
+        headers={"Authorization": tokens["alpha"], **V1},
+    )
+    assert response.status_code == 400
+    assert error_info(response.json())["reason"] == "VERSION_NOT_SUPPORTED"
+    assert "0.3" in response.json()["error"]["message"]
+
+
 async def test_a_policy_refusal_has_the_same_code_on_the_0_3_path_as_on_1_0(raw, tokens):
     beta = {"Authorization": tokens["beta"]}
     modern = await raw.post(
