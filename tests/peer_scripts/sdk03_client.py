@@ -1,9 +1,10 @@
 """An a2a-sdk 0.3 client calling an agent through the hub.
 
-    sdk03_client.py HUB_URL AGENT TOKEN TRANSPORT TEXT
+    sdk03_client.py HUB_URL AGENT TOKEN TRANSPORT TEXT [stream]
 
 Fetches the agent's card from HUB_URL/a2a/AGENT (no URL forced), builds its client from that
-card for TRANSPORT (JSONRPC or HTTP+JSON), sends TEXT, and prints one JSON line per event:
+card for TRANSPORT (JSONRPC or HTTP+JSON), sends TEXT (streaming with `stream`), and prints
+one JSON line per event:
 {"transport", "url", "kind", "state", "text"}; a failure prints {"error": ...} and exits 1.
 """
 
@@ -24,9 +25,11 @@ def texts(parts: list[Part]) -> list[str]:
     return [p.root.text for p in parts if isinstance(p.root, TextPart)]
 
 
-async def main(hub: str, agent: str, token: str, transport: str, text: str) -> None:
+async def main(hub: str, agent: str, token: str, transport: str, text: str, mode: str = "") -> None:
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
-        config = ClientConfig(streaming=False, httpx_client=http, supported_transports=[transport])
+        config = ClientConfig(
+            streaming=mode == "stream", httpx_client=http, supported_transports=[transport]
+        )
         client = await ClientFactory.connect(f"{hub}/a2a/{agent}", client_config=config)
         used = client._transport  # which transport the factory chose from the card
         kind = {JsonRpcTransport: "JSONRPC", RestTransport: "HTTP+JSON"}.get(type(used), "?")
@@ -49,7 +52,7 @@ async def main(hub: str, agent: str, token: str, transport: str, text: str) -> N
 
 if __name__ == "__main__":
     try:
-        asyncio.run(main(*sys.argv[1:6]))
+        asyncio.run(main(*sys.argv[1:7]))
     except Exception as exc:  # the test reads what went wrong
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         sys.exit(1)

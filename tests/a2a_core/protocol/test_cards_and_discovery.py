@@ -87,12 +87,15 @@ async def test_a_0_3_client_gets_a_view_listing_every_interface_rest_included(hu
         assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0", "0.3"}
 
 
+@pytest.mark.parametrize("mode", ["send", "stream"])
 @pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
-async def test_an_a2a_sdk_0_3_client_works_through_the_hub_from_the_card(hub, transport):
+async def test_an_a2a_sdk_0_3_client_works_through_the_hub_from_the_card(hub, transport, mode):
     await hub.endpoint_agent("echo")
     _, token = await hub.caller("old-timer")
     python = peer_python("sdk03", SDK03)
-    out = PeerProcess(python, "sdk03_client.py", hub.url, "echo", token, transport, "echo hi").run()
+    out = PeerProcess(
+        python, "sdk03_client.py", hub.url, "echo", token, transport, "echo hi", mode
+    ).run()
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert lines, out
     url = f"{hub.url}/a2a/echo/" if transport == "JSONRPC" else f"{hub.url}/a2a/echo/rest"
