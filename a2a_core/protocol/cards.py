@@ -31,6 +31,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import VERSION_HEADER, TransportProtocol
 from django.conf import settings
 from google.protobuf.json_format import MessageToDict, ParseDict
+from packaging.version import InvalidVersion, Version
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -112,8 +113,10 @@ def _body(document: dict[str, Any]) -> Rendered:
 
 def speaks_1_0(request: Request) -> bool:
     """Whether a card request comes from an A2A 1.x client (its `A2A-Version` is 1 or more)."""
-    major = request.headers.get(VERSION_HEADER, "").strip().partition(".")[0]
-    return major.isdecimal() and int(major) >= 1
+    try:
+        return Version(request.headers.get(VERSION_HEADER, "").strip()).major >= 1
+    except InvalidVersion:  # none (0.3), or not a version: the view every client can read
+        return False
 
 
 @lru_cache(maxsize=2048)
