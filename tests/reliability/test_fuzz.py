@@ -56,6 +56,7 @@ REST_PATHS = [
     "tasks/{id}",
     "tasks/{id}:cancel",
     "tasks/{id}:subscribe",
+    "tasks?contextId={id}&pageSize={id}",
     "tasks/{id}/pushNotificationConfigs",
     "card",
     "v1/message:send",
@@ -144,6 +145,13 @@ def junk_body(rng: random.Random, shape: dict[str, Any]) -> bytes:
     return json.dumps(body).encode()
 
 
+def query_text(value: Any) -> str:
+    """A junk value as a query parameter: a string as it is (NUL included), else its JSON."""
+    if (isinstance(value, str) and value.isprintable()) or value == "\x00":
+        return value[:300]
+    return json.dumps(value)[:300]
+
+
 def rpc_shape(rng: random.Random) -> dict[str, Any]:
     message = {
         "messageId": f"fz-{rng.randrange(10**9)}",
@@ -194,7 +202,24 @@ async def test_ten_thousand_junk_inputs_get_no_5xx_and_the_hub_keeps_serving(
             headers["Content-Type"] = local.choice(
                 ["application/json", "text/plain", "application/json"]
             )
-            if i % 7 < 4:  # JSON-RPC
+            if i >= 6000:  # frames an inbox agent posts instead of its websocket; discovery
+                if i % 2:
+                    frame = {"type": local.choice(FRAME_TYPES), "ref": junk_value(local)}
+                    response = await http.post(
+                        "/inbox/duc/",
+                        content=junk_body(local, frame),
+                        headers={"Authorization": f"Bearer {inbox_token}"},
+                    )
+                else:
+                    names = ["skill", "tag", "status", "q", "limit", "cursor"]
+                    params = {
+                        local.choice(names): query_text(junk_value(local))
+                        for _ in range(local.randrange(1, 4))
+                    }
+                    response = await http.get(
+                        "/discover", params=params, headers={"Authorization": f"Bearer {caller}"}
+                    )
+            elif i % 7 < 4:  # JSON-RPC
                 path = local.choice(["/a2a/echo/", "/a2a/", "/a2a/nobody/", "/a2a/echo"])
                 response = await http.post(
                     path, content=junk_body(local, rpc_shape(local)), headers=headers
