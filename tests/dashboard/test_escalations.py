@@ -367,6 +367,7 @@ def test_a_question_with_a_schema_asks_for_json_too(as_role):
         ("{go: yes}", "not valid JSON"),
         ('{"go": "yes", "window": "x", "extra": 1}', "data.go: expected boolean"),
         ('{"go": true}', "data.window: required"),
+        ('{"go": true, "window": "\\ud800"}', "remove the lone surrogate"),
     ],
 )
 def test_structured_data_that_does_not_fit_the_schema_changes_nothing(as_role, data, error):
