@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from collections.abc import AsyncGenerator
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
@@ -26,7 +28,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from httpx_aiohttp import AiohttpTransport
 
 from a2a_core.delivery.slots import Slots
@@ -53,7 +55,8 @@ class AgentUnreachable(TargetUnavailable):
 
 
 class AgentFailed(TargetUnavailable):
-    """The agent's server answered with an HTTP error or something that is not A2A."""
+    """The agent's server answered with an HTTP error or something that is not A2A (the
+    message says what was wrong with it)."""
 
     code = "agent_failed"
 
@@ -132,6 +135,60 @@ class _JsonRpcTransport(JsonRpcTransport):
             return self._check_jsonrpc_response(json.loads(body))
         except ValueError as exc:
             raise A2AClientError(f"JSON Decode Error: {exc}") from exc
+
+    def _check_jsonrpc_response(self, response_data: Any) -> dict[str, Any]:
+        # Unary answers and stream events alike pass here before the SDK parses their result.
+        checked = super()._check_jsonrpc_response(response_data)
+        _last_result.set(checked.get("result"))
+        return checked
+
+
+# The result of the JSON-RPC answer the SDK is parsing in this task: an answer that is not
+# valid A2A is quoted from it (protobuf's errors give a path, not the value found there).
+_last_result: ContextVar[Any] = ContextVar("last_result", default=None)
+# What the SDK raises for an answer that is JSON but not A2A (protobuf's ParseError for
+# ProtoJSON; pydantic's ValidationError, a ValueError, for A2A 0.3).
+_NOT_A2A = (ParseError, ValueError, TypeError, KeyError)
+_PARSE_PATH = re.compile(r" at [A-Za-z_]\w*((?:\.\w+|\[\d+\])*)\.*$")
+_NO_OFFSET = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?")
+_MISSING = object()
+
+
+def _value_at(document: Any, path: str) -> Any:
+    for step in re.findall(r"\w+|\[\d+\]", path):
+        if step.startswith("["):
+            index = int(step[1:-1])
+            ok = isinstance(document, list) and index < len(document)
+            document = document[index] if ok else _MISSING
+        else:
+            document = document.get(step, _MISSING) if isinstance(document, dict) else _MISSING
+        if document is _MISSING:
+            break
+    return document
+
+
+def not_a2a(exc: BaseException) -> AgentFailed:
+    """An agent's answer the SDK could not read as A2A, as an agent failure saying what was
+    wrong: where in the answer, and the value found there when it is known."""
+    innermost = exc
+    while innermost.__cause__ is not None:
+        innermost = innermost.__cause__
+    found = _PARSE_PATH.search(str(exc)) if isinstance(exc, ParseError) else None
+    path = found.group(1).lstrip(".") if found else ""
+    reason = _PARSE_PATH.sub("", str(innermost)).rstrip(".") or type(innermost).__name__
+    value = _value_at(_last_result.get(), path) if path else _MISSING
+    if path.lower().endswith("timestamp"):
+        if isinstance(value, str) and _NO_OFFSET.fullmatch(value):
+            what = f"{path} {value!r} has no offset"
+        elif value is not _MISSING:
+            what = f"{path} {json.dumps(value)} is not an RFC 3339 timestamp"
+        else:
+            what = f"{path} is not an RFC 3339 timestamp with an offset ({reason})"
+    elif value is not _MISSING:
+        what = f"{path} {json.dumps(value)[:200]}: {reason}"
+    else:
+        what = f"{path}: {reason}" if path else reason
+    return AgentFailed(f"sent an answer that is not valid A2A: {what}")
 
 
 def _to_dict(message: Any) -> dict[str, Any]:
@@ -266,6 +323,7 @@ class EndpointForwarder:
     async def _send(
         self, client: Client, request: SendMessageRequest, context: ClientCallContext
     ) -> AsyncGenerator[StreamResponse]:
+        _last_result.set(None)
         try:
             async for event in client.send_message(request, context=context):
                 yield event
@@ -275,12 +333,15 @@ class EndpointForwarder:
             raise _transport_failure(str(exc)) from None
         except A2AError as exc:
             raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
+        except _NOT_A2A as exc:
+            raise not_a2a(exc) from None
 
     async def cancel(
         self, agent: Agent, remote_task_id: str, *, headers: dict[str, str], wait_seconds: float
     ) -> dict[str, Any]:
         client = self._client(agent, streaming=False)
         context = ClientCallContext(service_parameters=headers, timeout=wait_seconds)
+        _last_result.set(None)
         try:
             async with asyncio.timeout(wait_seconds):
                 task = await client.cancel_task(
@@ -292,6 +353,8 @@ class EndpointForwarder:
             raise _transport_failure(str(exc)) from None
         except A2AError as exc:
             raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
+        except _NOT_A2A as exc:
+            raise not_a2a(exc) from None
         return _to_dict(task)
 
     async def close(self) -> None:
