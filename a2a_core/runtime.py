@@ -4,9 +4,12 @@
   delivery) reach this process's caches, outbox and inbox sessions at once;
 - the outbox: delivers queued messages (approved or redirected by a human) and fan-out
   copies for endpoint agents;
-- the sweeper: applies escalation and inbox task deadlines, fails tasks a dead process was
-  delivering, drops inbox sessions of dead connections, ends this process's inbox sessions of
-  agents that lost access (`a2a_core.inbox.access`) and clears old rate-limit windows;
+- the sweeper: applies escalation and inbox task deadlines, hands over tasks a dead process
+  was delivering (to be asked about), drops inbox sessions of dead connections, ends this
+  process's inbox sessions of agents that lost access (`a2a_core.inbox.access`) and clears old
+  rate-limit windows;
+- the follower: takes over endpoint agents' unfinished tasks no live process follows (see
+  `a2a_core.delivery.follow`);
 - the pusher: POSTs tasks' events to their push notification webhooks.
 Each loop survives its own errors; the database stays the source of truth, so a missed event
 only delays things until the next poll.
@@ -33,6 +36,7 @@ log = get_logger("runtime")
 
 OUTBOX_POLL_SECONDS = 2.0
 PUSH_POLL_SECONDS = 0.5
+FOLLOW_POLL_SECONDS = 1.0
 SWEEP_SECONDS = 1.0
 GROUPS = ("policy", "agents", "outbox")
 # Agent events after which the agent's inbox sessions may have to end (and agent.status
@@ -98,13 +102,13 @@ async def _outbox() -> None:
 def _sweep(now: float, last_cleanup: float) -> float:
     from a2a_core.models import PolicyCounter
     from a2a_core.services.escalations import escalations_expire
+    from a2a_core.services.follow import tasks_abandoned_follow
     from a2a_core.services.inbox import inbox_sessions_expire, inbox_tasks_expire
-    from a2a_core.services.tasks import tasks_abandoned_fail
 
     escalations_expire()
     inbox_tasks_expire()
     inbox_sessions_expire()
-    tasks_abandoned_fail()
+    tasks_abandoned_follow()
     if now - last_cleanup > 600:
         PolicyCounter.objects.filter(window__lt=int(now) - 7200).delete()
         return now
@@ -139,6 +143,20 @@ def _spawn(coroutine: Coroutine[Any, Any, None]) -> None:
     task = asyncio.get_running_loop().create_task(coroutine)
     _checks.add(task)
     task.add_done_callback(_checks.discard)
+
+
+async def _follower() -> None:
+    from a2a_core.delivery.follow import follow_due, stop_followers
+
+    try:
+        while True:
+            try:
+                await follow_due()
+            except Exception:
+                log.debug("follow pass failed", exc_info=True)
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+    finally:
+        await stop_followers()
 
 
 async def _pusher() -> None:
@@ -184,6 +202,7 @@ async def start() -> None:
         ("outbox", _outbox()),
         ("sweeper", _sweeper()),
         ("pusher", _pusher()),
+        ("follower", _follower()),
     ):
         _tasks.append(loop.create_task(coroutine, name=f"hub-{name}"))
 

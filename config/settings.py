@@ -224,6 +224,9 @@ HUB_FORWARD_TIMEOUT = env_float("HUB_FORWARD_TIMEOUT", 30.0)
 # An endpoint agent's task still active this long past its deadline was being delivered by a
 # server process that stopped: the sweeper fails it, with the reason.
 HUB_ABANDONED_GRACE_SECONDS = env_float("HUB_ABANDONED_GRACE_SECONDS", 15.0)
+# A server process following an endpoint agent's unfinished task renews its lease on it; when
+# the process stops, another takes the task over once the lease has run out.
+HUB_FOLLOW_LEASE_SECONDS = env_float("HUB_FOLLOW_LEASE_SECONDS", 10.0)
 # The coordinator judges every message. Off only to measure what it costs (bench/): then
 # everything is delivered.
 HUB_POLICY_ENABLED = env_bool("HUB_POLICY_ENABLED", True)

@@ -3,6 +3,9 @@
 echo TEXT            artifact "echo: TEXT", completed
 ask QUESTION         input-required asking QUESTION; the next message completes the task
 slow SECONDS         waits, then completes
+later SECONDS        answers with the task working, completes SECONDS later (with an agent
+                     that ignores `blocking`, like several frameworks do, the caller gets
+                     the working task)
 stream N [PAUSE]     waits PAUSE seconds (default 0), then N artifact chunks (append,
                      lastChunk on the last), then completed
 fail REASON          failed with REASON
@@ -47,6 +50,7 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     SendMessageRequest,
+    Task,
     TaskArtifactUpdateEvent,
     TaskState,
 )
@@ -120,6 +124,8 @@ class ScriptedExecutor(AgentExecutor):
                 task.metadata.update(META["task"])
                 if rest == "hub":
                     task.metadata.update(FORGED)
+            elif command == "later":  # its first answer says working
+                task.status.state = TaskState.TASK_STATE_WORKING
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         if (
@@ -138,6 +144,10 @@ class ScriptedExecutor(AgentExecutor):
         elif command == "slow":
             await asyncio.sleep(float(rest or 1))
             await updater.add_artifact([new_text_part("done slowly")], name="result")
+            await updater.complete()
+        elif command == "later":
+            await asyncio.sleep(float(rest or 1))
+            await updater.add_artifact([new_text_part("done later")], name="result")
             await updater.complete()
         elif command == "stream":
             count_text, _, pause = rest.partition(" ")
@@ -255,6 +265,14 @@ def agent_card(
     )
 
 
+class _IgnoresBlocking(DefaultRequestHandler):
+    """Answers every SendMessage at once, with the task as it is, even when asked to block."""
+
+    async def on_message_send(self, params: SendMessageRequest, context: Any) -> Task | Message:
+        params.configuration.return_immediately = True
+        return await super().on_message_send(params, context)
+
+
 class _RecordHeaders:
     def __init__(self, app: Any, state: AgentState) -> None:
         self.app, self.state = app, state
@@ -276,6 +294,7 @@ class ScriptedAgent:
         binding: str = "JSONRPC",
         port: int | None = None,
         version: str = "1.0",
+        ignores_blocking: bool = False,
     ) -> None:
         self.name = name
         self.port = port or free_port()
@@ -285,7 +304,8 @@ class ScriptedAgent:
         self.card = agent_card(
             name, self.url, streaming=streaming, binding=binding, version=version
         )
-        handler = DefaultRequestHandler(
+        handler_class = _IgnoresBlocking if ignores_blocking else DefaultRequestHandler
+        handler = handler_class(
             agent_executor=ScriptedExecutor(self.state),
             task_store=InMemoryTaskStore(),
             agent_card=self.card,

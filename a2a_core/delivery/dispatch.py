@@ -52,6 +52,7 @@ from a2a_core.delivery.endpoint import (
     forwarder,
     traceparent,
 )
+from a2a_core.delivery.follow import follow as follow_to_end
 from a2a_core.delivery.slots import Dequeued
 from a2a_core.errors import (
     FieldProblem,
@@ -475,6 +476,8 @@ async def _forward_blocking(
                 view = await record(
                     Snapshot(accepted.task_id, remote, history_length, _ref(accepted))
                 )
+                if view["status"]["state"] in _UNFINISHED:
+                    await follow_to_end(accepted.task_id)
                 return _task(view)
         raise TargetUnavailable(f"{target.slug} answered nothing")
     except Dequeued:
@@ -533,6 +536,7 @@ async def _pump(
     metadata: dict[str, Any] | None,
 ) -> None:
     answered = False
+    state = ""
     try:
         async for event in forwarder().send(
             target,
@@ -550,6 +554,10 @@ async def _pump(
             deadline = timezone.now() + timedelta(seconds=accepted.timeout)
             event_dict = MessageToDict(event)
             await record(StreamEvent(accepted.task_id, event_dict, deadline, _ref(accepted)))
+            state = _reported_state(event_dict) or state
+        if state in _UNFINISHED:
+            # The stream closed before the task ended: the agent goes on without it.
+            await follow_to_end(accepted.task_id)
     except Dequeued:
         return  # canceled while it waited for a slot
     except NoSlotInTime as exc:
@@ -568,6 +576,20 @@ async def _pump(
     except Exception:
         log.exception("delivery failed", extra={"task_id": accepted.task_id})
         await fail(accepted.task_id, "the hub could not deliver this task")
+
+
+# What an endpoint agent's task may still be when its answer or stream ends: then the hub
+# follows it to its end.
+_UNFINISHED = frozenset({"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"})
+
+
+def _reported_state(event: dict[str, Any]) -> str:
+    """The task state a streamed event reports ('' for none; a message ends the task)."""
+    if "task" in event:
+        return str((event["task"].get("status") or {}).get("state", ""))
+    if "statusUpdate" in event:
+        return str((event["statusUpdate"].get("status") or {}).get("state", ""))
+    return "TASK_STATE_COMPLETED" if "message" in event else ""
 
 
 async def stop_pumps() -> None:

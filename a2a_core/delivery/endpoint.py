@@ -22,9 +22,12 @@ from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.types.a2a_pb2 import (
     AgentCard,
     CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
     Message,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
@@ -55,10 +58,13 @@ class AgentUnreachable(TargetUnavailable):
 
 
 class AgentFailed(TargetUnavailable):
-    """The agent's server answered with an HTTP error or something that is not A2A (the
-    message says what was wrong with it)."""
+    """The agent's server answered with an HTTP error or something that is not A2A."""
 
     code = "agent_failed"
+
+
+class AgentNotA2A(AgentFailed):
+    """The agent answered with something that is not valid A2A; the message says what."""
 
 
 class AgentRefused(HubError):
@@ -167,7 +173,7 @@ def _value_at(document: Any, path: str) -> Any:
     return document
 
 
-def not_a2a(exc: BaseException) -> AgentFailed:
+def not_a2a(exc: BaseException) -> AgentNotA2A:
     """An agent's answer the SDK could not read as A2A, as an agent failure saying what was
     wrong: where in the answer, and the value found there when it is known."""
     innermost = exc
@@ -188,7 +194,7 @@ def not_a2a(exc: BaseException) -> AgentFailed:
         what = f"{path} {json.dumps(value)[:200]}: {reason}"
     else:
         what = f"{path}: {reason}" if path else reason
-    return AgentFailed(f"sent an answer that is not valid A2A: {what}")
+    return AgentNotA2A(f"sent an answer that is not valid A2A: {what}")
 
 
 def _to_dict(message: Any) -> dict[str, Any]:
@@ -340,13 +346,51 @@ class EndpointForwarder:
         self, agent: Agent, remote_task_id: str, *, headers: dict[str, str], wait_seconds: float
     ) -> dict[str, Any]:
         client = self._client(agent, streaming=False)
-        context = ClientCallContext(service_parameters=headers, timeout=wait_seconds)
+        request = CancelTaskRequest(id=remote_task_id)
+        return await self._unary(
+            agent,
+            client.cancel_task(request, context=self._context(headers, wait_seconds)),
+            wait_seconds,
+        )
+
+    async def get_task(
+        self, agent: Agent, remote_task_id: str, *, headers: dict[str, str], wait_seconds: float
+    ) -> dict[str, Any]:
+        """The agent's task as the agent has it now (its ids)."""
+        client = self._client(agent, streaming=False)
+        request = GetTaskRequest(id=remote_task_id)
+        return await self._unary(
+            agent,
+            client.get_task(request, context=self._context(headers, wait_seconds)),
+            wait_seconds,
+        )
+
+    async def list_tasks(
+        self, agent: Agent, context_id: str, *, headers: dict[str, str], wait_seconds: float
+    ) -> list[dict[str, Any]]:
+        """The agent's tasks in `context_id`, with their history (the agent's ids)."""
+        client = self._client(agent, streaming=False)
+        request = ListTasksRequest(context_id=context_id, history_length=20, include_artifacts=True)
+        listed = await self._unary(
+            agent,
+            client.list_tasks(request, context=self._context(headers, wait_seconds)),
+            wait_seconds,
+        )
+        return list(listed.get("tasks") or [])
+
+    async def subscribe(
+        self, agent: Agent, remote_task_id: str, *, headers: dict[str, str], wait_seconds: float
+    ) -> AsyncGenerator[dict[str, Any]]:
+        """SubscribeToTask at the agent: the task, then its events (StreamResponse, the agent's
+        ids) until it ends; the HTTP client waits at most `wait_seconds` for each."""
+        client = self._client(agent, streaming=True)
+        request = SubscribeToTaskRequest(id=remote_task_id)
         _last_result.set(None)
         try:
-            async with asyncio.timeout(wait_seconds):
-                task = await client.cancel_task(
-                    CancelTaskRequest(id=remote_task_id), context=context
-                )
+            async for event in client.subscribe(
+                request, context=self._context(headers, wait_seconds)
+            ):
+                yield _to_dict(event)
         except (TimeoutError, A2AClientTimeoutError) as exc:
             raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
         except A2AClientError as exc:
@@ -355,7 +399,25 @@ class EndpointForwarder:
             raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
         except _NOT_A2A as exc:
             raise not_a2a(exc) from None
-        return _to_dict(task)
+
+    @staticmethod
+    def _context(headers: dict[str, str], wait_seconds: float) -> ClientCallContext:
+        return ClientCallContext(service_parameters=headers, timeout=wait_seconds)
+
+    async def _unary(self, agent: Agent, call: Any, wait_seconds: float) -> dict[str, Any]:
+        _last_result.set(None)
+        try:
+            async with asyncio.timeout(wait_seconds):
+                answer = await call
+        except (TimeoutError, A2AClientTimeoutError) as exc:
+            raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
+        except A2AClientError as exc:
+            raise _transport_failure(str(exc)) from None
+        except A2AError as exc:
+            raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
+        except _NOT_A2A as exc:
+            raise not_a2a(exc) from None
+        return _to_dict(answer)
 
     async def close(self) -> None:
         for client in self._clients.values():

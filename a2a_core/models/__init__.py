@@ -18,6 +18,7 @@ from .escalation import (
     EscalationStatus,
     Priority,
 )
+from .follow import TaskFollow
 from .inbox import InboxSession, Transport
 from .message import WAITING_STATES, Decision, Delivery, DeliveryState, Direction, Message
 from .policy import BreakerState, PolicyCounter, PolicyVersion
@@ -70,6 +71,7 @@ __all__ = [
     "Task",
     "TaskEvent",
     "TaskEventKind",
+    "TaskFollow",
     "TaskState",
     "Transport",
 ]

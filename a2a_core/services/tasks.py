@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,7 +21,6 @@ from a2a_core.models import (
     Artifact,
     Decision,
     Delivery,
-    DeliveryMode,
     DeliveryState,
     Direction,
     Escalation,
@@ -861,32 +859,6 @@ def record_batch(ops: Sequence[Record]) -> list[Any]:
         elif isinstance(op, Failure) and not isinstance(results[i], HubError):
             results[i] = task_view(work.tasks[op.task_id])
     return results
-
-
-def tasks_abandoned_fail(*, now: datetime | None = None, limit: int = 200) -> int:
-    """Fail endpoint agents' tasks still submitted or working well past their deadline: the
-    process forwarding them stopped (killed, crashed) before it could record an answer or a
-    timeout. The caller sees a failed task saying so instead of one stuck in working."""
-    now = now or timezone.now()
-    stale = list(
-        Task.objects.filter(
-            deadline__lt=now - timedelta(seconds=settings.HUB_ABANDONED_GRACE_SECONDS),
-            state__in=list(ACTIVE_STATES),
-            target__delivery_mode=DeliveryMode.ENDPOINT,
-        )
-        .order_by("deadline")
-        .values_list("pk", flat=True)[:limit]
-    )
-    if stale:
-        tasks_record(
-            [
-                Failure(
-                    pk, "the hub lost this delivery (its server process stopped); send it again"
-                )
-                for pk in stale
-            ]
-        )
-    return len(stale)
 
 
 def tasks_record(ops: Sequence[Record]) -> list[Any]:

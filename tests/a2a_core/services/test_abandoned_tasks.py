@@ -1,4 +1,4 @@
-"""Tasks a dead server process was delivering end failed, with the reason, not stuck."""
+"""Tasks a dead server process was delivering are handed over to be asked about, not stuck."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from a2a_core.models import TaskState
-from a2a_core.services.tasks import tasks_abandoned_fail
+from a2a_core.models import TaskFollow, TaskState
+from a2a_core.services.follow import tasks_abandoned_follow
 from tests.factories import make_task, register
 
 pytestmark = pytest.mark.django_db
 
 
-def test_an_endpoint_task_left_working_past_its_deadline_fails_with_the_reason(settings):
+def test_an_endpoint_task_left_working_past_its_deadline_is_handed_over_once(settings):
     grace = settings.HUB_ABANDONED_GRACE_SECONDS
     target = register("echo").agent
     caller = register("alpha").agent
@@ -31,9 +31,8 @@ def test_an_endpoint_task_left_working_past_its_deadline_fails_with_the_reason(s
     inbox.deadline = now - timedelta(hours=1)  # inbox tasks have their own deadline rules
     inbox.save()
 
-    assert tasks_abandoned_fail(now=now) == 1
-    for task in (stuck, fresh, inbox):
-        task.refresh_from_db()
-    assert stuck.state == TaskState.FAILED
-    assert "the hub lost this delivery" in stuck.reason
-    assert (fresh.state, inbox.state) == (TaskState.WORKING, TaskState.WORKING)
+    assert tasks_abandoned_follow(now=now) == 1
+    assert tasks_abandoned_follow(now=now) == 0
+    assert list(TaskFollow.objects.values_list("task_id", flat=True)) == [stuck.pk]
+    stuck.refresh_from_db()
+    assert stuck.state == TaskState.WORKING  # until the agent has been asked
