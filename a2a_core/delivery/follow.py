@@ -174,6 +174,7 @@ async def _converge(task_id: str) -> None:
     remote_id = task.remote_task_id or await _find(task, headers)
     subscribe = _streams(agent)
     delay = POLL_FIRST
+    last: dict[str, Any] = {}
     while remote_id and await db(_state, task_id) in ACTIVE_STATES:
         left = (task.deadline - timezone.now()).total_seconds()
         if left <= 0:
@@ -190,7 +191,9 @@ async def _converge(task_id: str) -> None:
             remote = await forwarder().get_task(
                 agent, remote_id, headers=headers, wait_seconds=min(CALL_SECONDS, left)
             )
-            await _record(Snapshot(task_id, remote))
+            if remote != last:  # an unchanged task is not written again
+                await _record(Snapshot(task_id, remote))
+                last = remote
         except AgentNotA2A as exc:
             await _breaker_failure(agent)
             await _fail(task_id, f"{agent.slug} {exc.message}")

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from a2a_core.models import (
@@ -35,15 +36,14 @@ def follow_begin(*, task_id: str, claim: str, lease: timedelta) -> bool:
     """Follow the task under `claim`; False when another process holds a lease on it."""
     now = timezone.now()
     with transaction.atomic():
-        row = TaskFollow.objects.select_for_update().filter(task_id=task_id).first()
-        if row is None:
-            TaskFollow.objects.create(task_id=task_id, claim=claim, lease_until=now + lease)
-            return True
-        if row.claim and row.claim != claim and row.lease_until > now:
-            return False
-        row.claim, row.lease_until = claim, now + lease
-        row.save(update_fields=["claim", "lease_until"])
-        return True
+        TaskFollow.objects.bulk_create(
+            [TaskFollow(task_id=task_id, lease_until=now)], ignore_conflicts=True
+        )
+        free = Q(claim="") | Q(claim=claim) | Q(lease_until__lte=now)
+        taken = TaskFollow.objects.filter(free, task_id=task_id).update(
+            claim=claim, lease_until=now + lease
+        )
+    return bool(taken)
 
 
 def follow_renew(*, task_id: str, claim: str, lease: timedelta) -> bool:
