@@ -181,7 +181,7 @@ def not_a2a(exc: BaseException) -> AgentNotA2A:
         innermost = innermost.__cause__
     found = _PARSE_PATH.search(str(exc)) if isinstance(exc, ParseError) else None
     path = found.group(1).lstrip(".") if found else ""
-    reason = _PARSE_PATH.sub("", str(innermost)).rstrip(".") or type(innermost).__name__
+    reason = _PARSE_PATH.sub("", str(innermost)).rstrip(".")[:300] or type(innermost).__name__
     value = _value_at(_last_result.get(), path) if path else _MISSING
     if path.lower().endswith("timestamp"):
         if isinstance(value, str) and _NO_OFFSET.fullmatch(value):
@@ -189,7 +189,7 @@ def not_a2a(exc: BaseException) -> AgentNotA2A:
         elif value is not _MISSING:
             what = f"{path} {json.dumps(value)} is not an RFC 3339 timestamp"
         else:
-            what = f"{path} is not an RFC 3339 timestamp with an offset ({reason})"
+            what = f"{path} is not an RFC 3339 timestamp with an offset"
     elif value is not _MISSING:
         what = f"{path} {json.dumps(value)[:200]}: {reason}"
     else:

@@ -56,6 +56,20 @@ async def test_a_working_answer_is_followed_until_the_agent_completes_it(hub, sd
     assert [t.status.state for t in listed.tasks] == [TaskState.TASK_STATE_COMPLETED]
 
 
+async def test_a_task_delivered_in_the_background_is_followed_after_the_agents_answer(hub, sdk):
+    # returnImmediately: the hub delivers in the background; this agent does not stream, so
+    # its one answer (working) ends the exchange, and the hub follows the task from there.
+    await hub.endpoint_agent("lazy", streaming=False, ignores_blocking=True)
+    _, token = await hub.caller("alpha")
+    client = await sdk("lazy", token)
+
+    answer = await send(client, request("later 1", return_immediately=True))
+    assert answer.status.state == TaskState.TASK_STATE_SUBMITTED
+
+    done = await completed(client, answer.id)
+    assert texts(done) == ["done later"]
+
+
 async def test_a_subscriber_at_the_hub_gets_the_agents_later_events(hub, sdk):
     await hub.endpoint_agent("lazy", ignores_blocking=True)
     _, token = await hub.caller("alpha")
@@ -126,7 +140,7 @@ async def test_a_followed_task_is_resumed_after_the_hub_is_killed(hub):
     finally:
         doomed.stop()
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]["message"]["parts"]
-    assert task["artifacts"][0]["parts"] == [{"text": "done later"}]
+    assert [a["parts"] for a in task["artifacts"]] == [[{"text": "done later"}]]
     assert len(scripted.state.messages) == 1
 
 
