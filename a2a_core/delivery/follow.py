@@ -215,7 +215,8 @@ async def _last_look(task_id: str, agent: Agent, remote_id: str, headers: dict[s
         pass
     else:
         await _record(Snapshot(task_id, remote))
-    await _fail(task_id, f"{agent.slug} had not finished it by its deadline")
+    if await db(_state, task_id) in ACTIVE_STATES:
+        await _fail(task_id, f"{agent.slug} had not finished it by its deadline")
 
 
 async def _subscribe(

@@ -56,6 +56,21 @@ async def test_a_working_answer_is_followed_until_the_agent_completes_it(hub, sd
     assert [t.status.state for t in listed.tasks] == [TaskState.TASK_STATE_COMPLETED]
 
 
+async def test_following_ends_at_the_tasks_deadline(hub, sdk):
+    await hub.endpoint_agent("lazy", streaming=False, ignores_blocking=True)
+    _, token = await hub.caller("alpha")
+    client = await sdk("lazy", token)
+    answer = await send(client, request("later 30", metadata={"a2aHub": {"timeoutSeconds": 1}}))
+    assert answer.status.state == TaskState.TASK_STATE_WORKING
+
+    async def failed():
+        task = await client.get_task(GetTaskRequest(id=answer.id))
+        return task if task.status.state == TaskState.TASK_STATE_FAILED else None
+
+    task = await eventually(failed, within=20)
+    assert task.status.message.parts[0].text == "lazy had not finished it by its deadline"
+
+
 async def test_a_task_delivered_in_the_background_is_followed_after_the_agents_answer(hub, sdk):
     # returnImmediately: the hub delivers in the background; this agent does not stream, so
     # its one answer (working) ends the exchange, and the hub follows the task from there.
