@@ -495,7 +495,8 @@ async def _forward_blocking(
     except TargetUnavailable as exc:
         await outcome(target, accepted, False)
         await fail(accepted.task_id, f"{target.slug} {exc.message}")
-        raise TargetUnavailable(
+        # The same kind of failure (unreachable, failed, not A2A), in the agent's name.
+        raise type(exc)(
             f"{target.slug} {exc.message}",
             details={"agent": target.slug, "taskId": accepted.task_id},
         ) from None
