@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("a2a_core", "0001_initial"),
+        ("a2a_core", "0003_message_request_metadata"),
     ]
 
     operations = [
