@@ -25,9 +25,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 class Scaled:
     """`manage.py a2a serve --workers 2 --no-demo` in its own process; what it prints is
-    kept in a file (`output`)."""
+    kept in a file (`output`); `env` adds to its environment."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **env: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / "serve.log"
@@ -38,7 +38,7 @@ class Scaled:
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command,
-                env={**cli_environment(), "REDIS_URL": redis_url},
+                env={**cli_environment(), "REDIS_URL": redis_url, **env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 # A group of its own: whatever is left of it at the end is killed at once.
