@@ -1,170 +1,63 @@
-"""10,000 junk requests and frames across every entry point: no 5xx, no crash, still serving.
+"""Over 10,000 junk requests and frames across JSON-RPC, REST, the long-poll and both
+websockets: no 5xx, no connection dropped after an error reply, the database consistent.
 
-Seeded, so a failure reproduces. Junk is built from fragments of what each endpoint expects
-(method names, paths, frame types, field names) mixed with wrong types, garbage bytes, deep
-nesting and oversized values — closer to real mistakes than uniform noise.
+Seeded (`junk.py`), so a failure reproduces. Bodies under the size limit go over a pool of
+keep-alive connections, so a connection the hub drops after answering an error shows up as a
+transport error on the next request that reuses it; oversized bodies go on fresh connections
+(the hub closes a connection whose body it refused unread, as it may). A summary of what came
+back is printed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
+import time
+from collections import Counter
+from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
 import websockets
 from a2a.types.a2a_pb2 import TaskState
+from django.conf import settings
+from django.db.models import Count, F
+from django.utils import timezone
 
 from a2a_core.asyncdb import db
-from a2a_core.models import InboxSession
+from a2a_core.models import ACTIVE_STATES, Delivery, InboxSession, Message, Task
+from a2a_core.services.inbox import inbox_tasks_expire
+from a2a_core.services.tasks import tasks_abandoned_fail
 from a2a_core.services.users import user_create
 from tests.a2a_core.protocol.helpers import eventually, request, send
 from tests.dashboard.test_live_security import PASSWORD, session_cookie, socket_url
 from tests.factories import register
+from tests.reliability.junk import (
+    OVERSIZED,
+    REST_PATHS,
+    WAITS,
+    frame_text,
+    junk_body,
+    junk_frame,
+    junk_value,
+    poll_body,
+    query_text,
+    rpc_shape,
+)
 
 pytestmark = pytest.mark.live
 
 SEED = 20261121
-METHODS = [
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "message/send",
-    "message/stream",
-    "tasks/get",
-    "tasks/cancel",
-    "tasks/resubscribe",
-    "tasks/pushNotificationConfig/set",
-    "",
-    "Nope",
-    None,
-    7,
-]
-REST_PATHS = [
-    "message:send",
-    "message:stream",
-    "tasks",
-    "tasks/{id}",
-    "tasks/{id}:cancel",
-    "tasks/{id}:subscribe",
-    "tasks?contextId={id}&pageSize={id}",
-    "tasks/{id}/pushNotificationConfigs",
-    "card",
-    "v1/message:send",
-    "v1/message:stream",
-    "v1/tasks/{id}",
-    "v1/tasks/{id}:cancel",
-    "",
-    "../../admin",
-]
-FRAME_TYPES = ["ack", "status", "artifact", "ping", "delivery", "", None, 3, "x" * 300]
-FIELDS = [
-    "messageId",
-    "role",
-    "parts",
-    "taskId",
-    "contextId",
-    "metadata",
-    "extensions",
-    "text",
-    "data",
-    "deliveryId",
-    "deliveryIds",
-    "state",
-    "append",
-    "lastChunk",
-    "ref",
-    "kind",
-    "payload",
-    "a2aHub",
-    "timeoutSeconds",
-    "askHuman",
-    "paused",
-    "agent",
-]
-
-
-def junk_value(rng: random.Random, depth: int = 0) -> Any:
-    choice = rng.randrange(12 if depth < 6 else 8)
-    if choice == 0:
-        return None
-    if choice == 1:
-        return rng.choice([True, False])
-    if choice == 2:
-        return rng.choice([0, -1, 2**63, 1e308, float("1e-9"), 3.5])
-    if choice == 3:
-        return "".join(chr(rng.randrange(0x20, 0x2FFF)) for _ in range(rng.randrange(0, 40)))
-    if choice == 4:
-        return rng.choice(
-            [
-                "<script>x</script>",
-                "\u0000",
-                "\ud800",
-                "x\udfffy",
-                "ROLE_USER",
-                "TASK_STATE_WORKING",
-                "completed",
-                "working",
-                "💥",
-                "' OR 1=1 --",
-            ]
-        )
-    if choice == 5:
-        return "x" * rng.choice([0, 1, 1000, 200_000])
-    if choice == 6:
-        return rng.choice(["", "a2ah_fake", "00000000-0000-0000-0000-000000000000"])
-    if choice == 7:
-        return rng.randrange(-5, 10**6)
-    if choice in (8, 9):
-        return {rng.choice(FIELDS): junk_value(rng, depth + 1) for _ in range(rng.randrange(0, 5))}
-    return [junk_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
-
-
-def junk_body(rng: random.Random, shape: dict[str, Any]) -> bytes:
-    roll = rng.random()
-    if roll < 0.1:
-        return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200)))
-    if roll < 0.2:
-        return json.dumps(shape)[: rng.randrange(0, 60)].encode()
-    if roll < 0.25:
-        return b"[" * 5000 + b"]" * 5000
-    if roll < 0.3:
-        return json.dumps([shape, shape]).encode()
-    body = dict(shape)
-    for _ in range(rng.randrange(1, 4)):
-        body[rng.choice([*FIELDS, *shape])] = junk_value(rng)
-    return json.dumps(body).encode()
-
-
-def query_text(value: Any) -> str:
-    """A junk value as a query parameter: a string as it is (NUL included), else its JSON."""
-    if (isinstance(value, str) and value.isprintable()) or value == "\x00":
-        return value[:300]
-    return json.dumps(value)[:300]
-
-
-def rpc_shape(rng: random.Random) -> dict[str, Any]:
-    message = {
-        "messageId": f"fz-{rng.randrange(10**9)}",
-        "role": "ROLE_USER",
-        "parts": [{"text": rng.choice(["echo hi", "fail boom", "ask what?", "x"])}],
-    }
-    params: Any = {"message": message} if rng.random() < 0.7 else junk_value(rng)
-    return {
-        "jsonrpc": rng.choice(["2.0", "1.0", None]),
-        "id": junk_value(rng),
-        "method": rng.choice(METHODS),
-        "params": params,
-    }
+HTTP_REQUESTS = 8000
+INBOX_FRAMES = 2000
+DASHBOARD_FRAMES = 1000
+# Closing a websocket for a frame over the size limit (1009) is the protocol's answer; any
+# other close after a junk frame drops an agent for a mistake it could have been told about.
+OVERSIZED_FRAME = 1009
 
 
 @pytest.fixture
@@ -172,133 +65,211 @@ async def targets(hub):
     await hub.endpoint_agent("echo")
     _, token = await hub.caller("alpha")
     inbox = await db(register, "duc", inbox=True)
+    poller = await db(register, "pia", inbox=True)
     await db(user_create, username="vera", password=PASSWORD, role="viewer")
-    return token, inbox.token, await session_cookie(hub.url, "vera")
+    return token, inbox.token, poller.token, await session_cookie(hub.url, "vera")
+
+
+class Tally:
+    """What came back, per entry point: status codes, error codes, failures."""
+
+    def __init__(self) -> None:
+        self.statuses: Counter[tuple[str, int]] = Counter()
+        self.codes: Counter[tuple[str, Any]] = Counter()
+        self.fives: list[str] = []
+        self.internal: list[str] = []
+        self.dropped: list[str] = []
+        self.closes: Counter[tuple[str, int | None]] = Counter()
+
+    def response(self, entry: str, response: httpx.Response) -> None:
+        self.statuses[entry, response.status_code] += 1
+        code = error_code(response)
+        if code is not None:
+            self.codes[entry, code] += 1
+        if response.status_code >= 500:
+            self.fives.append(f"{entry} {response.request.url.path}: {response.text[:160]}")
+        if code == -32603:
+            self.internal.append(response.text[:300])
+
+    def summary(self, seconds: float) -> str:
+        entries = sorted({entry for entry, _ in self.statuses} | {e for e, _ in self.closes})
+        lines = [f"fuzz summary (seed {SEED}, {seconds:.1f} s):"]
+        for entry in entries:
+            statuses = {s: n for (e, s), n in sorted(self.statuses.items()) if e == entry}
+            codes = {str(c): n for (e, c), n in self.codes.items() if e == entry}
+            closes = {str(c): n for (e, c), n in self.closes.items() if e == entry}
+            total = sum(statuses.values()) or sum(closes.values())
+            lines.append(f"  {entry}: {total} statuses={statuses} errors={codes} closes={closes}")
+        lines.append(f"  dropped connections: {len(self.dropped)}, 5xx: {len(self.fives)}")
+        return "\n".join(lines)
+
+
+def error_code(response: httpx.Response) -> Any:
+    """The error's code in the body (JSON-RPC's number, REST's status, the inbox's code)."""
+    if not response.headers.get("content-type", "").startswith("application/json"):
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    return error.get("status") or error.get("code")
+
+
+def http_request(i: int, caller: str, poller: str) -> tuple[str, str, str, bytes, dict[str, str]]:
+    """Request i: (entry point, method, path, body, headers)."""
+    rng = random.Random(SEED + i)
+    headers = {"A2A-Version": rng.choice(["1.0", "0.3", "9", ""])}
+    headers["Content-Type"] = rng.choice(["application/json", "text/plain", "application/json"])
+    kind = i % 8
+    if kind >= 6:  # the long-poll, mostly with the inbox agent's own token
+        if rng.random() < 0.85:
+            headers["Authorization"] = rng.choice(
+                [f"Bearer {poller}", f"Bearer {poller}", f"Bearer {caller}", "Bearer nope"]
+            )
+        slug = rng.choice(["pia", "pia", "pia", "echo", "nobody", "%ED%A0%80"])
+        if kind == 6:
+            return "poll GET", "GET", f"/inbox/{slug}/?wait={rng.choice(WAITS)}", b"", headers
+        return "poll POST", "POST", f"/inbox/{slug}/", poll_body(rng), headers
+    if rng.random() < 0.85:
+        headers["Authorization"] = rng.choice([f"Bearer {caller}", "Bearer nope", "Basic x"])
+    if i % 16 == 5:  # discovery's query string
+        names = ["skill", "tag", "status", "q", "limit", "cursor"]
+        query = urlencode(
+            {rng.choice(names): query_text(junk_value(rng)) for _ in range(rng.randrange(1, 4))}
+        )
+        return "discovery", "GET", f"/discover?{query}", b"", headers
+    if kind < 4:
+        path = rng.choice(["/a2a/echo/", "/a2a/", "/a2a/nobody/", "/a2a/echo"])
+        return "JSON-RPC", "POST", path, junk_body(rng, rpc_shape(rng)), headers
+    rest = rng.choice(REST_PATHS).replace("{id}", rng.choice(["x", "1", "../", "%00", "%ED%A0%80"]))
+    method = rng.choice(["GET", "POST", "DELETE", "PUT", "PATCH"])
+    shape = rpc_shape(rng)["params"]
+    body = junk_body(rng, shape if isinstance(shape, dict) else {})
+    return "REST", method, f"/a2a/echo/rest/{rest}", body, headers
+
+
+async def fuzz_http(url: str, caller: str, poller: str, tally: Tally) -> None:
+    pooled = httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=20))
+    fresh = httpx.AsyncClient(
+        base_url=url, timeout=30, limits=httpx.Limits(max_keepalive_connections=0)
+    )
+    async with pooled, fresh:
+
+        async def one(i: int) -> None:
+            entry, method, path, body, headers = http_request(i, caller, poller)
+            oversized = i % 250 == 3 and method != "GET"
+            if oversized:
+                body = b'{"x": "' + b"x" * OVERSIZED + b'"}'
+            client = fresh if oversized or len(body) > settings.HUB_MAX_BODY_BYTES else pooled
+            try:
+                response = await client.request(method, path, content=body, headers=headers)
+            except httpx.TransportError as exc:
+                if client is pooled:
+                    tally.dropped.append(f"{entry} {method} {path}: {exc!r}")
+                else:
+                    tally.fives.append(f"{entry} {method} {path}: no answer: {exc!r}")
+                return
+            tally.response(entry, response)
+
+        for start in range(0, HTTP_REQUESTS, 40):
+            await asyncio.gather(*(one(i) for i in range(start, start + 40)))
+
+
+async def fuzz_frames(
+    entry: str, url: str, count: int, rng: random.Random, tally: Tally, **connect: Any
+) -> None:
+    sent = 0
+    while sent < count:
+        try:
+            async with websockets.connect(url, max_size=None, **connect) as ws:
+                while sent < count:
+                    await ws.send(frame_text(rng, junk_frame(rng)))
+                    sent += 1
+                    if sent % 20 == 0:  # drain answers now and then
+                        with contextlib.suppress(TimeoutError):
+                            while True:
+                                await asyncio.wait_for(ws.recv(), 0.01)
+                tally.closes[entry, None] += 1
+        except websockets.ConnectionClosed as exc:
+            code = exc.rcvd.code if exc.rcvd else None
+            tally.closes[entry, code] += 1
+            if code != OVERSIZED_FRAME:
+                tally.dropped.append(f"{entry} closed after frame {sent}: {exc}")
+
+
+def inconsistencies() -> dict[str, list[Any]]:
+    """What a half-written batch would leave behind, after a sweep has run."""
+    tasks_abandoned_fail()
+    inbox_tasks_expire()
+    grace = timedelta(seconds=settings.HUB_ABANDONED_GRACE_SECONDS)
+    found = {
+        "task without its request message": list(
+            Task.objects.exclude(messages__direction="request").values_list("pk", flat=True)
+        ),
+        "message of a task that does not exist": list(
+            Message.objects.filter(task__isnull=False)
+            .exclude(task_id__in=Task.objects.values("pk"))
+            .values_list("pk", flat=True)
+        ),
+        "event_seq differing from its events": list(
+            Task.objects.annotate(events_count=Count("events"))
+            .exclude(event_seq=F("events_count"))
+            .values_list("pk", "event_seq", "events_count")
+        ),
+        "delivery of a message that does not exist": list(
+            Delivery.objects.exclude(message_id__in=Message.objects.values("pk")).values_list(
+                "pk", flat=True
+            )
+        ),
+        "delivery of a task that does not exist": list(
+            Delivery.objects.filter(task__isnull=False)
+            .exclude(task_id__in=Task.objects.values("pk"))
+            .values_list("pk", flat=True)
+        ),
+        "task open past its deadline and grace": list(
+            Task.objects.filter(
+                state__in=list(ACTIVE_STATES), deadline__lt=timezone.now() - grace
+            ).values_list("pk", "state", "deadline")
+        ),
+    }
+    return {check: rows for check, rows in found.items() if rows}
 
 
 async def test_ten_thousand_junk_inputs_get_no_5xx_and_the_hub_keeps_serving(
     hub, sdk, targets, caplog
 ):
-    caller, inbox_token, cookie = targets
-    rng = random.Random(SEED)
+    caller, inbox_token, poller, cookie = targets
     caplog.set_level(logging.ERROR)
-    statuses: dict[int, int] = {}
-    internal: list[str] = []
-    broken: list[str] = []
-    fives: list[str] = []
+    tally = Tally()
+    started = time.monotonic()
 
-    # A fresh connection per request: the hub closes a connection after refusing a body it
-    # did not read (413), and a client reusing it would see that as a transport error.
-    no_reuse = httpx.Limits(max_keepalive_connections=0)
-    async with httpx.AsyncClient(base_url=hub.url, timeout=30, limits=no_reuse) as http:
-
-        async def one_http(i: int) -> None:
-            local = random.Random(SEED + i)
-            headers = {"A2A-Version": local.choice(["1.0", "0.3", "9", ""])}
-            if local.random() < 0.85:
-                headers["Authorization"] = local.choice(
-                    [f"Bearer {caller}", "Bearer nope", "Basic x"]
-                )
-            headers["Content-Type"] = local.choice(
-                ["application/json", "text/plain", "application/json"]
-            )
-            if i >= 6000:  # frames an inbox agent posts instead of its websocket; discovery
-                if i % 2:
-                    frame = {"type": local.choice(FRAME_TYPES), "ref": junk_value(local)}
-                    response = await http.post(
-                        "/inbox/duc/",
-                        content=junk_body(local, frame),
-                        headers={"Authorization": f"Bearer {inbox_token}"},
-                    )
-                else:
-                    names = ["skill", "tag", "status", "q", "limit", "cursor"]
-                    params = {
-                        local.choice(names): query_text(junk_value(local))
-                        for _ in range(local.randrange(1, 4))
-                    }
-                    response = await http.get(
-                        "/discover", params=params, headers={"Authorization": f"Bearer {caller}"}
-                    )
-            elif i % 7 < 4:  # JSON-RPC
-                path = local.choice(["/a2a/echo/", "/a2a/", "/a2a/nobody/", "/a2a/echo"])
-                response = await http.post(
-                    path, content=junk_body(local, rpc_shape(local)), headers=headers
-                )
-                if response.headers.get("content-type", "").startswith("application/json"):
-                    try:
-                        error = response.json().get("error") or {}
-                    except (ValueError, AttributeError):
-                        error = {}
-                    if isinstance(error, dict) and error.get("code") == -32603:
-                        internal.append(response.text[:300])
-            else:  # REST
-                rest = local.choice(REST_PATHS).replace(
-                    "{id}", local.choice(["x", "1", "../", "%00"])
-                )
-                method = local.choice(["GET", "POST", "DELETE", "PUT", "PATCH"])
-                shape = rpc_shape(local)["params"]
-                body = junk_body(local, shape if isinstance(shape, dict) else {})
-                response = await http.request(
-                    method, f"/a2a/echo/rest/{rest}", content=body, headers=headers
-                )
-            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
-            if response.status_code >= 500:
-                fives.append(
-                    f"{response.request.method} {response.request.url.path}: {response.text[:160]}"
-                )
-
-        async def guarded(i: int) -> None:
-            try:
-                await one_http(i)
-            except httpx.TransportError as exc:
-                broken.append(f"request {i}: {exc!r}")
-
-        for start in range(0, 7000, 50):
-            await asyncio.gather(*(guarded(i) for i in range(start, start + 50)))
-
-    async def frames(url: str, count: int, **connect: Any) -> int:
-        closed = 0
-        sent = 0
-        while sent < count:
-            try:
-                async with websockets.connect(url, max_size=None, **connect) as ws:
-                    while sent < count:
-                        frame: Any = {"type": rng.choice(FRAME_TYPES)}
-                        frame.update(
-                            {
-                                rng.choice(FIELDS): junk_value(rng)
-                                for _ in range(rng.randrange(0, 4))
-                            }
-                        )
-                        raw = (
-                            json.dumps(frame)
-                            if rng.random() < 0.85
-                            else junk_body(rng, frame).decode("latin-1")
-                        )
-                        await ws.send(raw)
-                        sent += 1
-                        if sent % 20 == 0:  # drain answers now and then
-                            with contextlib.suppress(TimeoutError):
-                                while True:
-                                    await asyncio.wait_for(ws.recv(), 0.01)
-            except websockets.ConnectionClosed as exc:
-                closed += 1
-                assert exc.rcvd is None or exc.rcvd.code in (1000, 1009, 4401, 4403, 4404, 4409), (
-                    exc
-                )
-        return closed
-
-    ws_base = hub.url.replace("http://", "ws://")
-    await frames(
-        f"{ws_base}/ws/agents/duc/",
-        2000,
+    await fuzz_http(hub.url, caller, poller, tally)
+    rng = random.Random(SEED)
+    await fuzz_frames(
+        "inbox websocket",
+        f"{hub.url.replace('http://', 'ws://')}/ws/agents/duc/",
+        INBOX_FRAMES,
+        rng,
+        tally,
         additional_headers={"Authorization": f"Bearer {inbox_token}"},
     )
-    await frames(socket_url(hub.url), 1000, origin=hub.url, additional_headers={"Cookie": cookie})
+    await fuzz_frames(
+        "dashboard websocket",
+        socket_url(hub.url),
+        DASHBOARD_FRAMES,
+        rng,
+        tally,
+        origin=hub.url,
+        additional_headers={"Cookie": cookie},
+    )
+    print("\n" + tally.summary(time.monotonic() - started))
 
-    assert broken == []
-    assert fives == [], (statuses, fives[:5])
-    assert internal == []
+    assert tally.fives == [], tally.fives[:5]
+    assert tally.dropped == [], tally.dropped[:5]
+    assert tally.internal == [], tally.internal[:5]
     # Callers' junk is a warning at most: an error in the log is a fault of the hub.
     errors = [
         f"{r.getMessage()} {(r.exc_text or '')[-400:]}"
@@ -309,9 +280,10 @@ async def test_ten_thousand_junk_inputs_get_no_5xx_and_the_hub_keeps_serving(
     # Still serving: a real call goes through.
     task = await send(await sdk("echo", caller), request("echo still here"))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert await db(inconsistencies) == {}
 
     async def sockets_closed() -> bool:
-        return not await db(InboxSession.objects.exists)
+        return not await db(InboxSession.objects.filter(transport="websocket").exists)
 
     try:
         await eventually(sockets_closed, within=30)

@@ -1,0 +1,207 @@
+"""Junk for the fuzz test, built from fragments of what each entry point expects (method
+names, paths, frame types, field names) mixed with wrong types, lone surrogates, integers no
+column holds, garbage bytes, deep nesting and oversized values: closer to real mistakes than
+uniform noise. Every generator takes the `random.Random` to draw from, so a seed replays it."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+METHODS = [
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "message/send",
+    "message/stream",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/resubscribe",
+    "tasks/pushNotificationConfig/set",
+    "",
+    "Nope",
+    None,
+    7,
+]
+REST_PATHS = [
+    "message:send",
+    "message:stream",
+    "tasks",
+    "tasks/{id}",
+    "tasks/{id}:cancel",
+    "tasks/{id}:subscribe",
+    "tasks?contextId={id}&pageSize={id}",
+    "tasks/{id}/pushNotificationConfigs",
+    "card",
+    "v1/message:send",
+    "v1/message:stream",
+    "v1/tasks/{id}",
+    "v1/tasks/{id}:cancel",
+    "",
+    "../../admin",
+]
+FRAME_TYPES = ["ack", "status", "artifact", "ping", "delivery", "", None, 3, "x" * 300]
+FIELDS = [
+    "messageId",
+    "role",
+    "parts",
+    "taskId",
+    "contextId",
+    "metadata",
+    "extensions",
+    "text",
+    "data",
+    "deliveryId",
+    "deliveryIds",
+    "state",
+    "append",
+    "lastChunk",
+    "ref",
+    "kind",
+    "payload",
+    "a2aHub",
+    "timeoutSeconds",
+    "askHuman",
+    "paused",
+    "agent",
+    "frames",
+    "pageSize",
+    "historyLength",
+]
+# Past every integer column: PostgreSQL's bigint, an unsigned 64-bit, one below bigint.
+HUGE_INTS = [2**63, 2**64, -(2**63) - 1, 2**31, 10**30]
+# Query values for the long-poll's `wait`: the valid ones short, so no poll holds the test up.
+WAITS = ["0", "0.01", "-1", "nan", "inf", "1e400", "", "abc", "99", "%ED%A0%80", "0x10", "½"]
+# Past the hub's 1 MiB body limit (HUB_MAX_BODY_BYTES).
+OVERSIZED = 1024 * 1024 + 100
+
+
+def surrogate(rng: random.Random) -> str:
+    """A lone UTF-16 surrogate, which no UTF-8 text can hold; `json.dumps` (ASCII by default)
+    sends it as an escape like "\\ud800", which a JSON parser turns back into the lone code."""
+    return chr(rng.randrange(0xD800, 0xE000))
+
+
+def junk_value(rng: random.Random, depth: int = 0) -> Any:
+    choice = rng.randrange(14 if depth < 6 else 10)
+    if choice == 0:
+        return None
+    if choice == 1:
+        return rng.choice([True, False])
+    if choice == 2:
+        return rng.choice([0, -1, 1e308, float("1e-9"), 3.5, *HUGE_INTS])
+    if choice == 3:
+        return "".join(chr(rng.randrange(0x20, 0x2FFF)) for _ in range(rng.randrange(0, 40)))
+    if choice == 4:
+        return rng.choice(
+            [
+                "<script>x</script>",
+                "\u0000",
+                "\ud800",
+                "x\udfffy",
+                "ROLE_USER",
+                "TASK_STATE_WORKING",
+                "completed",
+                "working",
+                "💥",
+                "' OR 1=1 --",
+            ]
+        )
+    if choice == 5:
+        return "x" * rng.choice([0, 1, 1000, 200_000])
+    if choice == 6:
+        return rng.choice(["", "a2ah_fake", "00000000-0000-0000-0000-000000000000"])
+    if choice == 7:
+        return rng.randrange(-5, 10**6)
+    if choice == 8:
+        return f"a{surrogate(rng)}b" if rng.random() < 0.5 else surrogate(rng)
+    if choice == 9:
+        return rng.choice(HUGE_INTS)
+    if choice in (10, 11):
+        return {rng.choice(FIELDS): junk_value(rng, depth + 1) for _ in range(rng.randrange(0, 5))}
+    return [junk_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
+
+
+def junk_id(rng: random.Random) -> Any:
+    """A JSON-RPC id or a delivery id: often one no integer column or UTF-8 text holds."""
+    roll = rng.random()
+    if roll < 0.3:
+        return rng.choice(HUGE_INTS)
+    if roll < 0.5:
+        return surrogate(rng) + "-id"
+    return junk_value(rng)
+
+
+def junk_body(rng: random.Random, shape: dict[str, Any]) -> bytes:
+    """Under the body limit, unless the shape's own junk (a 200,000-character string or two)
+    happens to pass it."""
+    roll = rng.random()
+    if roll < 0.1:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200)))
+    if roll < 0.2:
+        return json.dumps(shape)[: rng.randrange(0, 60)].encode()
+    if roll < 0.25:
+        return b"[" * 5000 + b"]" * 5000
+    if roll < 0.3:
+        return json.dumps([shape, shape]).encode()
+    body = dict(shape)
+    for _ in range(rng.randrange(1, 4)):
+        body[rng.choice([*FIELDS, *shape])] = junk_value(rng)
+    return json.dumps(body).encode()
+
+
+def query_text(value: Any) -> str:
+    """A junk value as a query parameter: a string as it is (NUL included), else its JSON."""
+    if (isinstance(value, str) and value.isprintable()) or value == "\x00":
+        return value[:300]
+    return json.dumps(value)[:300]
+
+
+def rpc_shape(rng: random.Random) -> dict[str, Any]:
+    message = {
+        "messageId": rng.choice([f"fz-{rng.randrange(10**9)}", junk_id(rng)]),
+        "role": "ROLE_USER",
+        "parts": [{"text": rng.choice(["echo hi", "fail boom", "ask what?", "x"])}],
+    }
+    params: Any = {"message": message} if rng.random() < 0.7 else junk_value(rng)
+    return {
+        "jsonrpc": rng.choice(["2.0", "1.0", None]),
+        "id": junk_id(rng),
+        "method": rng.choice(METHODS),
+        "params": params,
+    }
+
+
+def junk_frame(rng: random.Random) -> dict[str, Any]:
+    """An inbox or dashboard frame: a type, and some fields of the right names and wrong
+    values; ack frames often with ids past every integer column."""
+    frame: dict[str, Any] = {"type": rng.choice(FRAME_TYPES)}
+    frame.update({rng.choice(FIELDS): junk_value(rng) for _ in range(rng.randrange(0, 4))})
+    if frame["type"] == "ack" and rng.random() < 0.5:
+        frame[rng.choice(["deliveryId", "deliveryIds"])] = rng.choice(
+            [junk_id(rng), [junk_id(rng), 1]]
+        )
+    return frame
+
+
+def frame_text(rng: random.Random, frame: dict[str, Any]) -> str:
+    return json.dumps(frame) if rng.random() < 0.85 else junk_body(rng, frame).decode("latin-1")
+
+
+def poll_body(rng: random.Random) -> bytes:
+    """A long-poll POST: one frame, a batch of frames, or not a frame at all."""
+    roll = rng.random()
+    if roll < 0.5:
+        return frame_text(rng, junk_frame(rng)).encode()
+    if roll < 0.8:
+        frames: Any = [junk_frame(rng) for _ in range(rng.randrange(0, 4))]
+        if rng.random() < 0.1:
+            frames = [{"type": "ping"}] * 101
+        return json.dumps({"frames": frames}).encode()
+    return junk_body(rng, {"frames": junk_value(rng)})
