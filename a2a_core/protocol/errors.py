@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+# The SDK's routes first: imported on its own, its 0.3 adapter is a circular import.
+import a2a.server.routes  # noqa: F401
 from a2a.compat.v0_3 import jsonrpc_adapter
 from a2a.server.jsonrpc_models import JSONRPCError
 from a2a.server.request_handlers import response_helpers
