@@ -213,6 +213,58 @@ if env_bool("HUB_BEHIND_PROXY", False):
 
 # --- The hub -----------------------------------------------------------------------------------
 
+
+def _card_signing_key() -> str:
+    """HUB_CARD_SIGNING_KEY (a PEM private key, EC P-256 or RSA) from the environment, else an
+    EC P-256 key kept in DATA_DIR (made on first use), like SECRET_KEY."""
+    if key := os.environ.get("HUB_CARD_SIGNING_KEY"):
+        return key
+    path = DATA_DIR / "card_signing_key.pem"
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        pem = (
+            ec.generate_private_key(ec.SECP256R1())
+            .private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+            .decode()
+        )
+        # Several worker processes may start at once: the first link wins, and every process
+        # reads back the key that won, so they all sign with the same one.
+        draft = DATA_DIR / f"card_signing_key.{os.getpid()}.tmp"
+        draft.write_text(pem)
+        draft.chmod(0o600)
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+        return path.read_text()
+
+
+# Every card the hub serves carries a JWS made with this key; /.well-known/jwks.json
+# publishes its public half.
+HUB_CARD_SIGNING_KEY = _card_signing_key()
+# JWKS URLs whose keys may have signed the cards agents register, besides the JWKS a
+# signature names in its `jku`; a signed card none of whose signatures verifies is refused.
+HUB_CARD_SIGNER_JWKS = env_list("HUB_CARD_SIGNER_JWKS", "")
+# How long the hub waits for an identity provider's or a card signer's JWKS.
+HUB_JWKS_TIMEOUT = env_float("HUB_JWKS_TIMEOUT", 5.0)
+# How long fetched JWKS keys are used before they are fetched again (an unknown `kid` fetches
+# at once, so a rotation is picked up without waiting).
+HUB_JWKS_CACHE_SECONDS = env_int("HUB_JWKS_CACHE_SECONDS", 300)
+# ... but at most once per this many seconds, so tokens with made-up `kid`s cannot make the
+# hub hammer an identity provider.
+HUB_JWKS_REFRESH_COOLDOWN = env_float("HUB_JWKS_REFRESH_COOLDOWN", 30.0)
+
 # Public base URL used when cards are rewritten to point at the hub; empty = from the request.
 HUB_PUBLIC_URL = os.environ.get("HUB_PUBLIC_URL", "").rstrip("/")
 HUB_NAME = os.environ.get("HUB_NAME", "A2A Hub")

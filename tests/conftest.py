@@ -128,13 +128,14 @@ def _fast_password_hashing() -> Iterator[None]:
 def _fresh_shared_state() -> None:
     """Each test starts with no cached agents or policy and no rate windows or breakers
     (the database is reset between tests; Redis and process memory are not)."""
-    from a2a_core import agent_cache
+    from a2a_core import agent_cache, jwks
     from a2a_core.delivery.endpoint import forget_slots
     from a2a_core.policy.state import RedisState, policy_state
     from a2a_core.services.policy import forget_cached
     from dashboard import live
 
     agent_cache.clear()
+    jwks.forget()
     forget_slots()
     live.forget_agents()
     forget_cached()

@@ -103,6 +103,8 @@ def register(args: argparse.Namespace, out: Any) -> None:
     agent = result.agent
     if result.converted_from:
         out.write(f"note: converted an A2A {result.converted_from} card to A2A 1.0")
+    if result.signature:
+        out.write(f"card signature: {result.signature}")
     if result.created:
         out.write(f"registered {agent.slug} ({agent.delivery_mode}, card v{agent.card_version})")
         out.write(f"token: {result.token}")

@@ -30,6 +30,7 @@ from a2a_core.protocol.cards import agent_card_endpoint, hub_card_endpoint
 from a2a_core.protocol.compat import rest_v03_routes
 from a2a_core.protocol.gate import AgentGate, bearer_token, resolve, unauthenticated
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
+from a2a_core.protocol.signing import JWKS_PATH, jwks_endpoint
 
 
 class HubContextBuilder(DefaultServerCallContextBuilder):
@@ -155,6 +156,7 @@ def build_agent_app() -> Starlette:
     return Starlette(
         routes=[
             Route("/.well-known/agent-card.json", hub_card_endpoint, methods=["GET"]),
+            Route(JWKS_PATH, jwks_endpoint, methods=["GET"]),
             Route("/discover", discover, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/inbox/{slug}/", inbox_endpoint, methods=["GET", "POST"]),

@@ -4,11 +4,13 @@ bearer security scheme; and the hub's own card.
 Each card is served in two views, told apart by the request's `A2A-Version` header (the
 a2a-sdk 1.x client sends `1.0` with every request, its card fetch included; 0.3 clients send
 none, and the spec reads a missing header as 0.3):
-- `A2A-Version: 1.x` (any version from 1 up): the A2A 1.0 `AgentCard` exactly, nothing else;
+- `A2A-Version: 1.x` (any version from 1 up): the A2A 1.0 `AgentCard` exactly, nothing else,
+  signed by the hub (`signatures`, see `a2a_core.protocol.signing`);
 - no header, or a 0.x version: the same card with the 0.3 fields added (`url`,
   `preferredTransport`, `protocolVersion`, `additionalInterfaces`, 0.3-style `security`), so
   a 0.3 client finds every interface, REST included, and a 1.x client that sent no header
-  still reads `supportedInterfaces`.
+  still reads `supportedInterfaces`. It carries the 1.0 card's signature: a 1.x client that
+  reads this view drops the 0.3 fields and verifies it; the 0.3 fields are not covered.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from starlette.responses import JSONResponse, Response
 
 from a2a_core.asyncdb import db
 from a2a_core.models import Agent
+from a2a_core.protocol.signing import sign
 from a2a_core.schemas.envelopes import ENVELOPE_EXTENSION
 
 SECURITY_SCHEME = "hubBearer"
@@ -102,7 +105,8 @@ class CardViews:
     v03: Rendered
 
 
-def _render(card: AgentCard) -> CardViews:
+def _render(card: AgentCard, base: str) -> CardViews:
+    sign(card, base)
     return CardViews(v1=_body(MessageToDict(card)), v03=_body(agent_card_to_dict(card)))
 
 
@@ -120,7 +124,9 @@ def speaks_1_0(request: Request) -> bool:
 
 
 @lru_cache(maxsize=2048)
-def _agent_card(slug: str, digest: str, card_json: str, base: str, push: bool) -> CardViews:
+def _agent_card(
+    slug: str, digest: str, card_json: str, base: str, push: bool, _key: str
+) -> CardViews:
     card = ParseDict(json.loads(card_json), AgentCard(), ignore_unknown_fields=True)
     del card.supported_interfaces[:]
     card.supported_interfaces.extend(hub_interfaces(base, f"/a2a/{slug}"))
@@ -131,19 +137,32 @@ def _agent_card(slug: str, digest: str, card_json: str, base: str, push: bool) -
     card.capabilities.extended_agent_card = False
     _declare_envelope(card.capabilities)
     _secure(card)
-    return _render(card)
+    return _render(card, base)
 
 
 def served_card(agent: Agent, base: str) -> CardViews:
-    """The agent's card as the hub serves it."""
+    """The agent's card as the hub serves it (signed by the hub)."""
     return _agent_card(
-        agent.slug, agent.card_digest, json.dumps(agent.card), base, settings.HUB_PUSH_ENABLED
+        agent.slug,
+        agent.card_digest,
+        json.dumps(agent.card),
+        base,
+        settings.HUB_PUSH_ENABLED,
+        settings.HUB_CARD_SIGNING_KEY,
     )
 
 
 def hub_card(base: str) -> CardViews:
+    """The hub's own card (signed); the same ETag while nothing it shows changes."""
+    return _hub_card(
+        base, settings.HUB_NAME, settings.HUB_PUSH_ENABLED, settings.HUB_CARD_SIGNING_KEY
+    )
+
+
+@lru_cache(maxsize=16)
+def _hub_card(base: str, name: str, push: bool, _key: str) -> CardViews:
     card = AgentCard(
-        name=settings.HUB_NAME,
+        name=name,
         description=(
             "A switchboard for A2A agents. Each registered agent is reachable at "
             f"{base}/a2a/<agent>/ with its own card; this endpoint answers for the tasks "
@@ -151,9 +170,7 @@ def hub_card(base: str) -> CardViews:
         ),
         version=hub_version(),
         supported_interfaces=hub_interfaces(base, "/a2a"),
-        capabilities=AgentCapabilities(
-            streaming=True, push_notifications=settings.HUB_PUSH_ENABLED
-        ),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=push),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
         skills=[
@@ -175,7 +192,7 @@ def hub_card(base: str) -> CardViews:
     )
     _declare_envelope(card.capabilities)
     _secure(card)
-    return _render(card)
+    return _render(card, base)
 
 
 def card_response(request: Request, views: CardViews) -> Response:

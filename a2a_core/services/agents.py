@@ -30,6 +30,7 @@ from a2a_core.models import (
 )
 from a2a_core.schemas.card import SUPPORTED_BINDINGS, CheckedCard, check_card
 from a2a_core.services.audit import audit_record
+from a2a_core.services.card_signatures import card_signatures_check
 from a2a_core.tokens import new_token, token_hash, token_prefix
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -46,6 +47,8 @@ class Registration:
     created: bool
     changed: bool
     converted_from: str | None = None
+    # For a signed card: which key verified it, or why its signatures were not checked.
+    signature: str | None = None
 
 
 def _clean_slug(slug: str | None, card_name: str) -> str:
@@ -153,10 +156,12 @@ def agent_register(
     Idempotent: the same card again changes nothing and issues no token. A changed card must
     carry a version this agent has not registered before; each version is kept. The bearer
     token is issued only when the agent is first created (rotate it with
-    `agent_token_rotate`). Raises `ValidationFailed` listing every problem with the card.
+    `agent_token_rotate`). Raises `ValidationFailed` listing every problem with the card, a
+    signed card whose signatures do not verify included (`card_signatures_check`).
     """
     mode = _delivery_mode(delivery_mode, card)
     checked = check_card(card, needs_endpoint=mode == DeliveryMode.ENDPOINT)
+    signature = card_signatures_check(card=checked.card)
     agent_slug = _clean_slug(slug, checked.card.name)
     clean_scopes = _clean_scopes(scopes) if scopes is not None else None
     endpoint_url, endpoint_binding = _endpoint(checked)
@@ -193,7 +198,7 @@ def agent_register(
             object_id=agent.slug,
         )
         publish_many_on_commit(_agent_event("agent.registered", agent))
-        return Registration(agent, token, True, True, checked.converted_from)
+        return Registration(agent, token, True, True, checked.converted_from, signature)
 
     settings_changed = False
     for field, value in (
@@ -213,7 +218,7 @@ def agent_register(
     if checked.digest == agent.card_digest:
         if settings_changed:
             agent.save()
-        return Registration(agent, None, False, settings_changed, checked.converted_from)
+        return Registration(agent, None, False, settings_changed, checked.converted_from, signature)
 
     previous = AgentCardVersion.objects.filter(agent=agent, version=checked.card.version).first()
     if previous is not None and previous.digest != checked.digest:
@@ -243,7 +248,7 @@ def agent_register(
         object_id=agent.slug,
     )
     publish_many_on_commit(_agent_event("agent.updated", agent))
-    return Registration(agent, None, False, True, checked.converted_from)
+    return Registration(agent, None, False, True, checked.converted_from, signature)
 
 
 @transaction.atomic
