@@ -19,6 +19,7 @@ from .escalation import (
     Priority,
 )
 from .follow import TaskFollow
+from .identity import IssuerMapping, TrustedIssuer
 from .inbox import InboxSession, Transport
 from .message import WAITING_STATES, Decision, Delivery, DeliveryState, Direction, Message
 from .policy import BreakerState, PolicyCounter, PolicyVersion
@@ -60,6 +61,7 @@ __all__ = [
     "EscalationKind",
     "EscalationStatus",
     "InboxSession",
+    "IssuerMapping",
     "Message",
     "PolicyCounter",
     "PolicyVersion",
@@ -74,4 +76,5 @@ __all__ = [
     "TaskFollow",
     "TaskState",
     "Transport",
+    "TrustedIssuer",
 ]

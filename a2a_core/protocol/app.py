@@ -13,7 +13,8 @@ from a2a.server.routes import (
     create_rest_routes,
 )
 from a2a.utils.constants import VERSION_HEADER
-from a2a.utils.errors import VersionNotSupportedError
+from a2a.utils.error_handlers import build_rest_error_payload
+from a2a.utils.errors import A2AError, VersionNotSupportedError
 from django.conf import settings
 from packaging.version import InvalidVersion, Version
 from starlette.applications import Starlette
@@ -28,7 +29,14 @@ from a2a_core.inbox.poll import inbox_endpoint
 from a2a_core.protocol import errors as _errors  # noqa: F401  (registers the hub's errors)
 from a2a_core.protocol.cards import agent_card_endpoint, hub_card_endpoint
 from a2a_core.protocol.compat import rest_v03_routes
-from a2a_core.protocol.gate import AgentGate, bearer_token, resolve, unauthenticated
+from a2a_core.protocol.errors import http_status
+from a2a_core.protocol.gate import (
+    AgentGate,
+    authenticate,
+    bearer_token,
+    refusal_headers,
+    unauthenticated,
+)
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
 from a2a_core.protocol.signing import JWKS_PATH, jwks_endpoint
 
@@ -77,17 +85,23 @@ def _a2a_routes(
     ]
 
 
+def _refusal(error: A2AError, headers: list[tuple[bytes, bytes]]) -> Response:
+    return JSONResponse(
+        build_rest_error_payload(error),
+        status_code=http_status(error),
+        headers={k.decode(): v.decode() for k, v in headers},
+    )
+
+
 async def discover(request: Request) -> Response:
     """GET /discover?skill=&tag=&status=&q=&limit=&cursor= for agents looking for peers."""
     token = bearer_token(request.headers)
-    caller, _ = await db(resolve, token or "", None)
+    try:
+        caller, _ = await authenticate(token, None)
+    except A2AError as refused:
+        return _refusal(refused, refusal_headers(refused))
     if caller is None:
-        error, extra = unauthenticated(token)
-        return JSONResponse(
-            {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": error.message}},
-            status_code=401,
-            headers={k.decode(): v.decode() for k, v in extra},
-        )
+        return _refusal(*unauthenticated(token))
     params = request.query_params
     try:
         limit = int(params.get("limit", "50"))

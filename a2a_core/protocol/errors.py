@@ -70,6 +70,10 @@ class UnauthenticatedError(HubA2AError):
     message = "Authentication required"
 
 
+class IdentityProviderUnavailableError(HubA2AError):
+    message = "The caller's identity provider is unreachable"
+
+
 class AgentNotFoundError(HubA2AError):
     message = "Agent not found"
 
@@ -89,6 +93,12 @@ HUB_ERRORS: dict[type[HubA2AError], tuple[int, int, str, str]] = {
     AgentUnavailableError: (-32056, 502, "UNAVAILABLE", "AGENT_UNAVAILABLE"),
     QueueFullError: (-32057, 503, "RESOURCE_EXHAUSTED", "QUEUE_FULL"),
     PayloadTooLargeError: (-32058, 413, "INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE"),
+    IdentityProviderUnavailableError: (
+        -32059,
+        503,
+        "UNAVAILABLE",
+        "IDENTITY_PROVIDER_UNAVAILABLE",
+    ),
 }
 
 

@@ -31,6 +31,7 @@ from a2a_core.protocol.errors import (
     UnauthenticatedError,
     http_status,
 )
+from a2a_core.protocol.identity import agent_for_jwt, looks_like_jwt
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.services.agents import RESERVED_SLUGS
 
@@ -111,6 +112,28 @@ def resolve(token: str, slug: str | None) -> tuple[Agent | None, Agent | None]:
     caller = agent_cache.agent_by_token(token) if token else None
     target = agent_cache.agent_by_slug(slug) if slug else None
     return caller, target
+
+
+async def authenticate(token: str | None, slug: str | None) -> tuple[Agent | None, Agent | None]:
+    """(the calling agent, the agent registered as `slug`), None when unknown: the caller by
+    its hub token or, for a JWT, by its identity provider (`a2a_core.protocol.identity`).
+    Raises the A2A error to answer a refused JWT with."""
+    caller = agent_cache.cached(token=token) if token else None
+    target = agent_cache.cached(slug=slug) if slug else None
+    if token and looks_like_jwt(token):
+        caller = await agent_for_jwt(token)
+        if slug and target is None:
+            target = await db(agent_cache.agent_by_slug, slug)
+    elif caller is None or (slug and target is None):
+        caller, target = await db(resolve, token or "", slug)
+    return caller, target
+
+
+def refusal_headers(error: A2AError) -> list[tuple[bytes, bytes]]:
+    """The WWW-Authenticate header a refused credential is answered with (RFC 6750)."""
+    if isinstance(error, UnauthenticatedError):
+        return [(b"www-authenticate", f'{REALM}, error="invalid_token"'.encode())]
+    return []
 
 
 def unauthenticated(token: str | None) -> tuple[A2AError, list[tuple[bytes, bytes]]]:
@@ -198,10 +221,13 @@ class AgentGate:
 
         token = bearer_token(headers)
         slug = agent_slug(path)
-        caller = agent_cache.cached(token=token) if token else None
-        target = agent_cache.cached(slug=slug) if slug else None
-        if caller is None or (slug and target is None):
-            caller, target = await db(resolve, token or "", slug)
+        try:
+            caller, target = await authenticate(token, slug)
+        except A2AError as refused:
+            await error_response(
+                send, path, refused, extra_headers=refusal_headers(refused), request=body
+            )
+            return
         if caller is None:
             error, extra = unauthenticated(token)
             await error_response(send, path, error, extra_headers=extra, request=body)
