@@ -4,6 +4,7 @@ from dashboard.views import (
     agents,
     audit,
     escalations,
+    identity,
     overview,
     policy,
     task_pages,
@@ -50,4 +51,8 @@ urlpatterns = [
     path("policy/dry-run/", policy.policy_dry_run, name="policy_dry_run"),
     path("policy/versions/<int:number>/", policy.policy_version, name="policy_version"),
     path("policy/versions/<int:number>/rollback/", policy.policy_rollback, name="policy_rollback"),
+    # identity providers
+    path("issuers/", identity.issuer_list, name="issuers"),
+    path("issuers/add/", identity.issuer_add, name="issuer_add"),
+    path("issuers/remove/", identity.issuer_remove, name="issuer_remove"),
 ]

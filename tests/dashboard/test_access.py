@@ -36,6 +36,7 @@ PAGES: dict[str, str] = {
     "escalations": "viewer",
     "policy": "viewer",
     "policy_version": "viewer",
+    "issuers": "admin",
 }
 # Actions (POST): name -> the role needed, the form data.
 ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
@@ -50,6 +51,8 @@ ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "policy_save": ("admin", {"reason": "test"}),
     "policy_dry_run": ("admin", {}),
     "policy_rollback": ("admin", {"reason": "test"}),
+    "issuer_add": ("admin", {"issuer": "https://idp/", "agent": "alpha", "value": "x"}),
+    "issuer_remove": ("admin", {"issuer": "https://idp/"}),
 }
 
 
