@@ -161,7 +161,9 @@ def agent_register(
     """
     mode = _delivery_mode(delivery_mode, card)
     checked = check_card(card, needs_endpoint=mode == DeliveryMode.ENDPOINT)
-    signature = card_signatures_check(card=checked.card)
+    signature = card_signatures_check(
+        card=checked.card, legacy=card if checked.converted_from else None
+    )
     agent_slug = _clean_slug(slug, checked.card.name)
     clean_scopes = _clean_scopes(scopes) if scopes is not None else None
     endpoint_url, endpoint_binding = _endpoint(checked)

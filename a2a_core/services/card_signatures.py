@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+import jwt
+from a2a.compat.v0_3.types import AgentCard as V03AgentCard
 from a2a.types.a2a_pb2 import AgentCard
-from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
+from a2a.utils.signing import (
+    InvalidSignaturesError,
+    SignatureVerificationError,
+    create_signature_verifier,
+)
 from django.conf import settings
 from jwt import PyJWK
-from jwt.exceptions import PyJWKError
-from jwt.utils import base64url_decode
+from jwt.exceptions import PyJWKError, PyJWTError
+from jwt.utils import base64url_decode, base64url_encode
 
 from a2a_core import jwks
 from a2a_core.errors import FieldProblem, ValidationFailed
@@ -59,10 +67,10 @@ class _Lookup:
         raise PyJWKError("no key")
 
 
-def _has_protected_header(card: AgentCard) -> bool:
-    for signature in card.signatures:
+def _has_protected_header(protected: list[str]) -> bool:
+    for encoded in protected:
         try:
-            header = json.loads(base64url_decode(signature.protected.encode()))
+            header = json.loads(base64url_decode(encoded.encode()))
         except (binascii.Error, UnicodeDecodeError, ValueError):
             continue
         if isinstance(header, dict):
@@ -70,22 +78,65 @@ def _has_protected_header(card: AgentCard) -> bool:
     return False
 
 
-def card_signatures_check(*, card: AgentCard) -> str | None:
-    """Check a card's signatures. None when it has none; otherwise a sentence for the operator
-    saying which key verified it, or why no key could be found to check it. Raises
+def _clean_empty(value: Any) -> Any:
+    """Drop empty strings, lists and objects, recursively (None when nothing is left)."""
+    if isinstance(value, dict):
+        cleaned = {k: c for k, v in value.items() if (c := _clean_empty(v)) is not None}
+        return cleaned or None
+    if isinstance(value, list):
+        items = [c for v in value if (c := _clean_empty(v)) is not None]
+        return items or None
+    return None if value == "" else value
+
+
+def _verify_v03(data: dict[str, Any], key: Callable[[str | None, str | None], PyJWK]) -> None:
+    """What the a2a-sdk 0.3 verifier checks: a signature over the 0.3 card as that SDK
+    canonicalizes it (its pydantic model without defaults, empty values dropped, keys sorted).
+    Raises InvalidSignaturesError when no signature verifies."""
+    card = V03AgentCard.model_validate(data)
+    dumped = card.model_dump(
+        exclude={"signatures"}, exclude_defaults=True, exclude_none=True, by_alias=True
+    )
+    canonical = json.dumps(_clean_empty(dumped), separators=(",", ":"), sort_keys=True)
+    payload = base64url_encode(canonical.encode()).decode()
+    for signature in card.signatures or []:
+        try:
+            header = json.loads(base64url_decode(signature.protected.encode()))
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            continue
+        if not isinstance(header, dict):
+            continue
+        try:
+            jwt.decode(
+                f"{signature.protected}.{payload}.{signature.signature}",
+                key=key(header.get("kid"), header.get("jku")),
+                algorithms=ALGORITHMS,
+            )
+        except PyJWTError:
+            continue
+        return
+    raise InvalidSignaturesError("No valid signature found")
+
+
+def card_signatures_check(*, card: AgentCard, legacy: dict[str, Any] | None = None) -> str | None:
+    """Check a card's signatures (`legacy`: the A2A 0.3 card it was converted from, whose
+    signatures cover the 0.3 form). None when it has none; otherwise a sentence for the
+    operator saying which key verified it, or why no key could be found to check it. Raises
     `ValidationFailed` when keys were found and no signature verifies with them."""
     if not card.signatures:
         return None
     count = len(card.signatures)
-    if not _has_protected_header(card):
+    if not _has_protected_header([signature.protected for signature in card.signatures]):
         raise ValidationFailed(
             "the card's signatures are malformed",
             [FieldProblem("signatures", "no signature has a readable protected header")],
         )
     lookup = _Lookup()
-    verify = create_signature_verifier(lookup.key, ALGORITHMS)
     try:
-        verify(card)
+        if legacy is None:
+            create_signature_verifier(lookup.key, ALGORITHMS)(card)
+        else:
+            _verify_v03(legacy, lookup.key)
     except SignatureVerificationError:
         if lookup.found or lookup.unknown_kid:
             reasons = lookup.unknown_kid + (

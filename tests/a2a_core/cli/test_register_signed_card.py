@@ -10,11 +10,13 @@ from a2a.types.a2a_pb2 import AgentCard
 from a2a.utils.signing import create_agent_card_signer
 from django.core.management.base import CommandError
 from google.protobuf.json_format import MessageToDict, ParseDict
+from jwt import api_jws
 
 from a2a_core.models import Agent
 from tests.a2a_core.cli.helpers import a2a
 from tests.factories import make_card
 from tests.identity import IdentityProvider
+from tests.peers import PeerProcess, peer_python
 
 pytestmark = pytest.mark.django_db
 
@@ -76,3 +78,48 @@ def test_a_card_signed_with_a_key_its_signer_does_not_publish_is_refused(signer,
     path.write_text(json.dumps(card))
     with pytest.raises(CommandError, match=r"has no key with kid"):
         a2a("register", str(path))
+
+
+SDK03 = ["a2a-sdk[http-server]==0.3.26", "httpx", "uvicorn"]
+
+
+def signed_v03_card(signer: IdentityProvider, name: str) -> dict:
+    """A 0.3 card signed over the bytes the a2a-sdk 0.3 itself canonicalizes it to."""
+    card = {
+        "name": name,
+        "description": f"{name} does things",
+        "version": "1.0.0",
+        "url": "http://127.0.0.1:9/",
+        "protocolVersion": "0.3.0",
+        "capabilities": {"streaming": True},
+        "defaultInputModes": ["text"],
+        "defaultOutputModes": ["text"],
+        "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["test"]}],
+    }
+    canonical = PeerProcess(
+        peer_python("sdk03", SDK03), "sdk03_canonical_card.py", json.dumps(card)
+    )
+    payload = canonical.run().strip().encode()
+    key = signer.keys[0]
+    protected, _, signature = api_jws.encode(
+        payload,
+        key.private,  # type: ignore[arg-type]
+        algorithm="ES256",
+        headers={"kid": key.kid, "jku": signer.jwks_url, "typ": "JOSE"},
+    ).split(".")
+    return {**card, "signatures": [{"protected": protected, "signature": signature}]}
+
+
+def test_a_signed_0_3_card_is_checked_over_its_0_3_form(signer, tmp_path):
+    card = signed_v03_card(signer, "elder")
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    out = a2a("register", str(path), "--slug", "elder")
+    assert "converted an A2A 0.3 card" in out
+    assert "card signature: its signature verifies" in out
+
+    card["description"] = "elder was edited"
+    card["version"] = "1.0.1"
+    path.write_text(json.dumps(card))
+    with pytest.raises(CommandError, match="the card was changed after it was signed"):
+        a2a("register", str(path), "--slug", "elder")
