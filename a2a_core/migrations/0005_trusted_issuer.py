@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('a2a_core', '0003_message_request_metadata'),
+        ('a2a_core', '0004_taskfollow'),
     ]
 
     operations = [
