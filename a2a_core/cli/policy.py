@@ -152,7 +152,7 @@ def dry_run(args: argparse.Namespace, out: Any) -> None:
         return
     out.write(
         f"replayed {report.messages} message{'s' if report.messages != 1 else ''}: "
-        f"{report.changed} would be decided differently"
+        f"{report.changed} would be decided differently by the draft than by the active policy"
     )
     for transition, count in sorted(report.transitions.items(), key=lambda kv: -kv[1]):
         out.write(f"  {transition}: {count}")
@@ -160,9 +160,15 @@ def dry_run(args: argparse.Namespace, out: Any) -> None:
         out.write("by reason:")
         for reason, count in sorted(report.reasons.items(), key=lambda kv: -kv[1]):
             out.write(f"  {reason}: {count}")
+    if report.pairs:
+        out.write("by pair:")
+        for pair, count in sorted(report.pairs.items(), key=lambda kv: -kv[1]):
+            out.write(f"  {pair}: {count}")
     if report.examples:
         out.write("examples:")
         for e in report.examples:
-            out.write(f"  {e['at']}  {e['caller']} -> {e['target']}  {e['before']} => {e['after']}")
+            out.write(
+                f"  {e['at']}  {e['caller']} -> {e['target']}  active: {e['before']}  draft: {e['after']}"
+            )
     for note in report.notes:
         out.write(f"note: {note}")

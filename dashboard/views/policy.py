@@ -112,6 +112,7 @@ def _report(report: DryRun) -> dict[str, Any]:
             for text, count in sorted(report.transitions.items(), key=lambda kv: -kv[1])
         ],
         "reasons": sorted(report.reasons.items(), key=lambda kv: -kv[1]),
+        "pairs": sorted(report.pairs.items(), key=lambda kv: -kv[1]),
         "examples": [
             {
                 **example,

@@ -407,7 +407,8 @@ def test_a_dry_run_reports_what_the_draft_would_change_without_saving(as_role):
 
     html = post(admin, "/policy/dry-run/", form, token)
 
-    assert "Replayed the last 3 messages: <strong>3</strong> would be decided differently." in html
+    assert "Replayed the last 3 messages through the active policy and through this draft: " in html
+    assert '<strong class="dry-run-changed">3</strong> would be decided differently.' in html
     assert '<span class="badge deliver">deliver</span><span class="arrow">→</span>' in html
     assert '<td class="kind">denied_by_matrix</td><td class="right mono">3</td>' in html
     first = Message.objects.order_by("pk").first()

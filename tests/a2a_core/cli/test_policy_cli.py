@@ -105,11 +105,16 @@ def test_dry_run_reports_changes_against_recorded_traffic(draft):
         )
     out = a2a("policy", "dry-run", draft({"defaultAction": "deny"}), "--last", "10")
     lines = out.splitlines()
-    assert lines[0] == "replayed 3 messages: 3 would be decided differently"
+    assert lines[0] == (
+        "replayed 3 messages: 3 would be decided differently by the draft than by the active policy"
+    )
     assert "  deliver -> reject: 3" in lines
     assert "  denied_by_matrix: 3" in lines
     assert (
-        sum("alpha -> echo  deliver (ok) => reject (denied_by_matrix)" in line for line in lines)
+        sum(
+            "alpha -> echo  active: deliver (ok)  draft: reject (denied_by_matrix)" in line
+            for line in lines
+        )
         == 3
     )
 

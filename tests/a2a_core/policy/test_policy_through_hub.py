@@ -427,6 +427,47 @@ async def test_a_dry_run_reports_what_a_draft_would_have_decided_differently(hub
     assert await db(lambda: PolicyVersion.objects.count()) == 0
 
 
+async def test_a_dry_run_of_the_current_policy_changes_nothing_even_after_refusals(hub, sdk):
+    current = {"breaker": {"failureThreshold": 1, "cooldownSeconds": 60}, "redirects": []}
+    await publish(current)
+    await hub.endpoint_agent("alpha")
+    await hub.endpoint_agent("beta")
+    flaky = ScriptedAgent("flaky", port=free_port())  # registered, not started: it is down
+    await hub.register_card(flaky.card_json)
+    _, token = await hub.caller("orchestrator")
+    await send(await sdk("alpha", token), request("delegate beta delegate alpha echo loop"))
+    with pytest.raises(A2AClientError, match="flaky unreachable"):
+        await send(await sdk("flaky", token), request("echo anyone?"))
+    with pytest.raises(A2AClientError, match="-32055"):
+        await send(await sdk("flaky", token), request("echo now?"))
+    reasons = {m.decision_reason for m in await stored(decision="reject")}
+    assert reasons == {"loop_detected", "circuit_open"}
+
+    report = (await db(policy_dry_run, document=current, last=100)).as_dict()
+
+    assert (report["messages"], report["changed"], report["examples"]) == (5, 0, [])
+
+
+async def test_a_dry_run_denying_one_pair_reports_only_that_pairs_messages(hub, sdk):
+    await hub.endpoint_agent("alpha")
+    await hub.endpoint_agent("beta")
+    _, token = await hub.caller("orchestrator")
+    await send(await sdk("alpha", token), request("delegate beta echo one"))
+    await send(await sdk("alpha", token), request("echo two"))
+    await send(await sdk("beta", token), request("echo three"))
+
+    report = await db(
+        policy_dry_run,
+        document={"matrix": [{"caller": "alpha", "target": "beta", "action": "deny"}]},
+        last=100,
+    )
+
+    assert (report.messages, report.changed) == (4, 1)
+    assert report.pairs == {"alpha -> beta": 1}
+    assert report.examples[0]["before"] == "deliver (ok)"
+    assert report.examples[0]["after"] == "reject (denied_by_matrix)"
+
+
 async def test_a_dry_run_of_the_last_n_only_replays_those(hub, sdk):
     await hub.endpoint_agent("echo")
     _, alpha = await hub.caller("alpha")
