@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
 from django.template.loader import render_to_string
 
 from a2a_core.asyncdb import db
-from a2a_core.models import Agent
+from a2a_core.models import Agent, Message
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
 from a2a_core.sockets import Consumer
@@ -46,11 +47,45 @@ MAX_BACKLOG = 50
 REFRESH_SECONDS = 1.0
 
 
-def feed_rows(filters: TrafficFilter, *, agent_id: int | None) -> str:
-    """The newest rows for `filters`, replacing the feed's (sync: database thread)."""
+# How many message rows (and their tasks) a consumer remembers having shown.
+SHOWN_LIMIT = 1000
+
+
+@dataclass
+class Shown:
+    """What a page's feed shows: so a message gets one row, and in-place updates (a latency, a
+    task's state) go only to rows that are there."""
+
+    messages: set[int] = field(default_factory=set)
+    tasks: set[str] = field(default_factory=set)
+
+    def add(self, message_pk: int, task_id: str) -> None:
+        if len(self.messages) >= SHOWN_LIMIT:
+            self.messages.clear()
+            self.tasks.clear()
+        self.messages.add(message_pk)
+        if task_id:
+            self.tasks.add(task_id)
+
+
+def feed_rows(filters: TrafficFilter, *, agent_id: int | None) -> tuple[str, Shown]:
+    """The newest rows for `filters`, replacing the feed's, and what they show (sync: database
+    thread)."""
     rows = traffic_recent(filters=filters, limit=100)
     html = render_to_string("dashboard/traffic.html#rows", {"messages": rows})
-    return f'<tbody id="feed-rows" hx-swap-oob="innerHTML">{html}</tbody>'
+    return f'<tbody id="feed-rows" hx-swap-oob="innerHTML">{html}</tbody>', _shown(rows)
+
+
+def feed_shown(filters: TrafficFilter) -> Shown:
+    """What the feed drawn by the page for `filters` shows (sync: database thread)."""
+    return _shown(traffic_recent(filters=filters, limit=100))
+
+
+def _shown(rows: list[Message]) -> Shown:
+    shown = Shown()
+    for message in rows:
+        shown.add(message.pk, message.task_id or "")
+    return shown
 
 
 def agent_id_of(slug: str) -> int | None:
@@ -62,6 +97,7 @@ class DashboardConsumer(Consumer):
     role: str | None = None
     sender: asyncio.Task[None] | None = None
     refresh_later: asyncio.TimerHandle | None = None
+    reloading: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         self.role = await db(role_of, self.scope.get("user"))
@@ -77,6 +113,7 @@ class DashboardConsumer(Consumer):
         self.refreshed_at = -REFRESH_SECONDS
         self.paused = False
         await self._filter(params)
+        self.shown = await db(feed_shown, self.filters) if self.page in FEED_PAGES else Shown()
         self.outbox: asyncio.Queue[str] = asyncio.Queue()
         await self.accept()
         self.sender = asyncio.get_running_loop().create_task(self._send_frames())
@@ -94,11 +131,7 @@ class DashboardConsumer(Consumer):
                 await self.sender
 
     async def _filter(self, values: dict[str, Any]) -> None:
-        self.filters = TrafficFilter(
-            agent=str(values.get("agent") or "")[:64],
-            kind=str(values.get("kind") or "")[:32],
-            decision=str(values.get("decision") or "")[:16],
-        )
+        self.filters = TrafficFilter.from_values(values)
         self.agent_id = await db(agent_id_of, self.filters.agent)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -116,8 +149,11 @@ class DashboardConsumer(Consumer):
         await self._filter(values)
         if (self.filters, self.paused) != before and not self.paused:
             # Show what matches now, including what arrived while paused.
-            html = await db(feed_rows, self.filters, agent_id=self.agent_id)
-            self.outbox.put_nowait(html)
+            await self._reload_feed()
+
+    async def _reload_feed(self) -> None:
+        html, self.shown = await db(feed_rows, self.filters, agent_id=self.agent_id)
+        self.outbox.put_nowait(html)
 
     def offer(self, update: live.Update) -> None:
         frame = self.frame(update)
@@ -133,24 +169,10 @@ class DashboardConsumer(Consumer):
         """What of `update` this page shows, as out-of-band fragments; the feed's rows first
         (see `messages`)."""
         parts = []
-        if self.page in FEED_PAGES and not self.paused and update.rows:
-            rows = [
-                row.html
-                for row in update.rows
-                if self.filters.matches(
-                    kind=row.kind,
-                    decision=row.decision,
-                    agent_ids=row.agent_ids,
-                    agent_id=self.agent_id,
-                )
-            ]
-            if rows:
-                parts.append(f'<tbody hx-swap-oob="afterbegin:#feed-rows">{"".join(rows)}</tbody>')
+        if self.page in FEED_PAGES and not self.paused:
+            parts.extend(self._feed(update))
         if update.badge:
             parts.append(update.badge)
-        if self.page in FEED_PAGES and not self.paused:
-            parts.append(update.task_states)
-            parts.append(update.latencies)
         if update.agents and self.page in ("agents", "agent", "overview"):
             parts.extend(update.agents.values())
         if update.escalations and self.page == "escalations":
@@ -172,6 +194,31 @@ class DashboardConsumer(Consumer):
         if self.page in update.ticks:
             parts.append(update.ticks[self.page])
         return "".join(parts)
+
+    def _feed(self, update: live.Update) -> list[str]:
+        """The feed's new rows (each message once), then its rows' in-place updates."""
+        parts = []
+        rows = []
+        for row in update.rows:
+            if row.message_pk in self.shown.messages or not row.passes(self.filters, self.agent_id):
+                continue
+            self.shown.add(row.message_pk, row.task_id)
+            rows.append(row.html)
+        if rows:
+            parts.append(f'<tbody hx-swap-oob="afterbegin:#feed-rows">{"".join(rows)}</tbody>')
+        changed = [pk for pk in update.task_states if pk in self.shown.tasks]
+        if update.task_states and self.filters.state and self.reloading is None:
+            # A task's new state may move rows into or out of the filter: draw it anew.
+            self.reloading = asyncio.get_running_loop().create_task(self._reload_soon())
+        parts.extend(update.task_states[pk] for pk in changed)
+        parts.extend(html for pk, html in update.latencies.items() if pk in self.shown.messages)
+        return parts
+
+    async def _reload_soon(self) -> None:
+        try:
+            await self._reload_feed()
+        finally:
+            self.reloading = None
 
     def _refresh(self, template: str, context: dict[str, Any]) -> str:
         """The page's refresh trigger, at most once per REFRESH_SECONDS: at once after a quiet

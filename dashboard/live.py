@@ -32,15 +32,13 @@ from django.template.loader import render_to_string
 
 from a2a_core.logging import get_logger
 from a2a_core.models import (
-    INTERRUPTED_STATES,
-    TERMINAL_STATES,
     Agent,
     Escalation,
     EscalationStatus,
     Message,
     Task,
 )
-from a2a_core.selectors.traffic import messages_by_pk
+from a2a_core.selectors.traffic import TrafficFilter, messages_by_pk
 
 log = get_logger("dashboard.live")
 
@@ -49,20 +47,36 @@ TICK_SECONDS = 2.0
 # Computing the numbers may take at most this share of the time between two ticks.
 TICK_BUDGET = 0.1
 GROUPS = ("traffic", "escalations", "agents", "policy")
-SHOWN_STATES = TERMINAL_STATES | INTERRUPTED_STATES
-# What a task's feed row shows (a task's history and metadata stay unread).
-TASK_ROW_FIELDS = ("updated_at", "state", "reason", "caller__slug", "target__slug")
 
 
 @dataclass(frozen=True)
 class Row:
-    """One rendered feed row, and what filters look at."""
+    """One rendered feed row (a message), and what filters look at."""
 
     html: str
+    message_pk: int
     kind: str
     decision: str
     agent_ids: frozenset[int]
     task_id: str
+    sender: str = ""
+    target: str = ""
+    state: str = ""
+    summary: str = ""
+    created_at: datetime | None = None
+
+    def passes(self, filters: TrafficFilter, agent_id: int | None) -> bool:
+        return filters.matches(
+            kind=self.kind,
+            decision=self.decision,
+            agent_ids=self.agent_ids,
+            agent_id=agent_id,
+            sender=self.sender,
+            target=self.target,
+            state=self.state,
+            summary=self.summary,
+            created_at=self.created_at,
+        )
 
 
 @dataclass
@@ -78,10 +92,11 @@ class Update:
     tasks: set[str] = field(default_factory=set)
     # The delegation chains (root task ids) the changed tasks belong to.
     chains: set[str] = field(default_factory=set)
-    # Every feed badge showing a changed task's state, updated in place.
-    task_states: str = ""
-    # The latency of requests answered since their rows were drawn, updated in place.
-    latencies: str = ""
+    # task id -> the feed badge showing its new state, updated in place: a task's status
+    # changes show in the rows of its messages, not as rows of their own.
+    task_states: dict[str, str] = field(default_factory=dict)
+    # message pk -> the latency of a request answered since its row was drawn
+    latencies: dict[int, str] = field(default_factory=dict)
     policy: str | None = None
     # page -> html: what the ticker renders for pages that show numbers
     ticks: dict[str, str] = field(default_factory=dict)
@@ -100,20 +115,16 @@ def feed_row(message: Message) -> Row:
     task = message.task
     return Row(
         html=render_to_string("dashboard/traffic.html#row", {"m": message}),
+        message_pk=message.pk,
         kind=message.kind,
         decision=message.decision,
         agent_ids=frozenset(pk for pk in (message.sender_id, message.target_id) if pk),
         task_id=task.pk if task else "",
-    )
-
-
-def task_row(task: Task) -> Row:
-    return Row(
-        html=render_to_string("dashboard/traffic.html#task-row", {"t": task}),
-        kind="task",
-        decision="",
-        agent_ids=frozenset(pk for pk in (task.caller_id, task.target_id) if pk),
-        task_id=task.pk,
+        sender=message.sender.slug if message.sender else "",
+        target=message.target.slug if message.target else "",
+        state=task.state if task else "",
+        summary=message.summary,
+        created_at=message.created_at,
     )
 
 
@@ -189,32 +200,12 @@ def _message_from(item: dict[str, Any], agents: dict[int, Agent]) -> Message:
     return message
 
 
-def _tasks(items: list[dict[str, Any]]) -> list[Task]:
-    return _drawn(
-        items,
-        "task_id",
-        ("caller_id", "target_id"),
-        _task_from,
-        Task.objects.select_related("caller", "target").only(*TASK_ROW_FIELDS).in_bulk,
-    )
-
-
-def _task_from(item: dict[str, Any], agents: dict[int, Agent]) -> Task:
-    row = item["row"]
-    task = Task(pk=item["task_id"], state=item["state"], reason=row["reason"])
-    task.updated_at = datetime.fromisoformat(row["updated_at"])
-    task.caller = agents.get(item["caller_id"])
-    task.target_id = item["target_id"]
-    if target := agents.get(item["target_id"]):
-        task.target = target
-    return task
-
-
 def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
     """Render what a batch of events changed (sync: on the relay's thread)."""
     update = Update()
-    message_items: list[dict[str, Any]] = []
-    task_changes: dict[str, dict[str, Any]] = {}
+    # A message published twice (a retried commit, a reply recorded with its task's
+    # status) is one row, drawn from its latest item.
+    message_items: dict[int, dict[str, Any]] = {}
     states: dict[str, str] = {}
     latencies: dict[int, int] = {}
     agent_ids: set[int] = set()
@@ -222,17 +213,13 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
         if group == "traffic":
             for item in payload.get("items", []):
                 if item.get("type") == "message" and item.get("message_pk"):
-                    message_items.append(item)
+                    message_items[int(item["message_pk"])] = item
                 elif item.get("type") == "answered" and item.get("message_pk"):
                     latencies[int(item["message_pk"])] = int(item["latency_ms"])
                 elif item.get("type") == "task":
                     update.tasks.add(item["task_id"])
                     update.chains.add(str(item.get("root_id") or item["task_id"]))
                     states[item["task_id"]] = str(item.get("state", ""))
-                    # The feed shows a task when it ends or waits for someone; its request's
-                    # row shows it being created.
-                    if item.get("state") in SHOWN_STATES:
-                        task_changes[item["task_id"]] = item
         elif group == "escalations":
             update.escalations.add(int(payload.get("escalation_id") or 0))
         elif group == "agents" and payload.get("agent_id"):
@@ -242,22 +229,21 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
                 "dashboard/base_fragments.html#policy-banner", {"number": payload.get("number")}
             )
     if message_items:
-        update.rows.extend(feed_row(m) for m in reversed(_messages(message_items)))
-    update.task_states = "".join(
-        render_to_string(
+        drawn = _messages(list(message_items.values()))
+        update.rows.extend(feed_row(m) for m in reversed(drawn))
+    update.task_states = {
+        pk: render_to_string(
             "dashboard/base_fragments.html#task-state",
             {"task": {"pk": pk, "state": state}, "oob": True},
         )
         for pk, state in states.items()
-    )
-    update.latencies = "".join(
-        render_to_string(
+    }
+    update.latencies = {
+        pk: render_to_string(
             "dashboard/traffic.html#latency", {"m": {"pk": pk, "latency_ms": ms}, "oob": True}
         )
         for pk, ms in latencies.items()
-    )
-    if task_changes:
-        update.rows.extend(task_row(task) for task in _tasks(list(task_changes.values())))
+    }
     if update.escalations:
         pending = Escalation.objects.filter(status=EscalationStatus.PENDING).count()
         update.badge = render_to_string(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
 
-from a2a_core.models import Agent, Decision
+from a2a_core.models import Agent, Decision, TaskState
 from a2a_core.schemas.envelopes import KINDS
 from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
 from dashboard.http import HtmxHttpRequest
@@ -14,17 +14,14 @@ from dashboard.roles import viewer_required
 
 @viewer_required
 def traffic(request: HtmxHttpRequest) -> HttpResponse:
-    filters = TrafficFilter(
-        agent=request.GET.get("agent", "")[:64],
-        kind=request.GET.get("kind", "")[:32],
-        decision=request.GET.get("decision", "")[:16],
-    )
+    filters = TrafficFilter.from_values(request.GET)
     context = {
         "messages": traffic_recent(filters=filters, limit=100),
         "filters": filters,
         "agent_slugs": list(Agent.objects.order_by("slug").values_list("slug", flat=True)[:500]),
         "kinds": KINDS,
         "decisions": Decision.choices,
+        "states": TaskState.choices,
         "live_page": "traffic",
     }
     template = "dashboard/traffic.html#rows" if request.htmx else "dashboard/traffic.html"

@@ -9,11 +9,12 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from a2a_core.events import add_local_listener, remove_local_listener
-from a2a_core.models import Message, Task, TaskState
-from a2a_core.selectors.traffic import messages_by_pk
+from a2a_core.models import Message, TaskState
+from a2a_core.selectors.traffic import TrafficFilter, messages_by_pk
 from a2a_core.services.classify import message_item
 from a2a_core.services.tasks import Reply, task_item, tasks_record
-from dashboard.live import TASK_ROW_FIELDS, feed_row, render_update, task_row
+from dashboard.consumers import feed_shown
+from dashboard.live import feed_row, render_update
 from tests.dashboard.test_task_live_frames import open_page
 from tests.factories import make_task, record_message, register
 
@@ -103,22 +104,35 @@ def test_an_event_without_its_row_is_read_from_the_database(pair):
     assert "read back" in row.html and "ops-ben (human)" in row.html
 
 
-def test_a_finished_task_row_from_its_event_is_the_row_the_database_draws(
-    pair, django_assert_num_queries
-):
+def test_a_task_changing_state_updates_its_messages_rows_and_adds_no_row_of_its_own(pair):
     caller, target = pair
-    task = make_task(
-        target=target, caller=caller, state=TaskState.FAILED, reason="agent <i>crashed</i>"
-    )
-    item = task_item(task, "updated")
-    render_update(traffic(item))
+    task = make_task(target=target, caller=caller, state=TaskState.WORKING)
+    record_message(caller, target, task=task, summary="work on it")
+    page = open_page("traffic")
+    page.shown = feed_shown(TrafficFilter())
+    task.state = TaskState.COMPLETED
 
-    with django_assert_num_queries(0):
-        (row,) = render_update(traffic(item)).rows
+    update = render_update(traffic(task_item(task, "updated")))
+    frame = page.frame(update)
 
-    stored = Task.objects.select_related("caller", "target").only(*TASK_ROW_FIELDS).get(pk=task.pk)
-    assert row.html == task_row(stored).html
-    assert "agent &lt;i&gt;crashed&lt;/i&gt;" in row.html and "feed-caller" in row.html
+    assert update.rows == []
+    assert f'hx-swap-oob="outerHTML:.task-state-{task.pk}">completed</span>' in frame
+
+
+def test_a_message_published_twice_is_one_row_and_updates_only_rows_on_the_page(pair):
+    caller, target = pair
+    task = make_task(target=target, caller=caller, state=TaskState.WORKING)
+    message = record_message(caller, target, task=task, summary="once, please")
+    page = open_page("traffic")
+    item = message_item(message, task)
+
+    first = page.frame(render_update(traffic(item, item)))
+    again = page.frame(render_update(traffic(item)))
+
+    assert first.count(f'data-message="{message.pk}"') == 1
+    assert f'data-message="{message.pk}"' not in again
+    elsewhere = render_update(traffic({"type": "answered", "message_pk": 999_999, "latency_ms": 5}))
+    assert "latency-999999" not in page.frame(elsewhere)
 
 
 def test_a_request_row_drawn_before_its_answer_shows_the_latency_when_the_answer_comes(
@@ -147,7 +161,9 @@ def test_a_request_row_drawn_before_its_answer_shows_the_latency_when_the_answer
             )
     finally:
         remove_local_listener(listen)
-    frame = open_page("traffic").frame(render_update([e for e in events if e[0] == "traffic"]))
+    page = open_page("traffic")
+    page.shown = feed_shown(TrafficFilter())
+    frame = page.frame(render_update([e for e in events if e[0] == "traffic"]))
 
     latency = Message.objects.get(pk=request.pk).latency_ms
     assert latency is not None and 2000 <= latency < 60_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from a2a_core.selectors.traffic import TrafficFilter
-from dashboard.consumers import DashboardConsumer
+from dashboard.consumers import DashboardConsumer, Shown
 from dashboard.live import Update, render_update
 
 
@@ -17,6 +17,7 @@ def open_page(page: str, *, task: str = "", root: str = "") -> DashboardConsumer
     consumer.filters, consumer.agent_id = TrafficFilter(), None
     consumer.refreshed_at = -1.0
     consumer.refresh_later = None
+    consumer.shown = Shown()
     consumer.outbox = asyncio.Queue()
     return consumer
 

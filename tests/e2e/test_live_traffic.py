@@ -7,6 +7,8 @@ import re
 import pytest
 from playwright.async_api import expect
 
+from a2a_core.asyncdb import db
+from a2a_core.models import Message
 from tests.a2a_core.protocol.helpers import request, send
 from tests.e2e.conftest import live, shot
 
@@ -47,3 +49,67 @@ async def test_a_live_filter_keeps_other_agents_rows_out(hub, sdk, dashboard):
 
     await page.locator("#feed-rows tr[data-message]", has_text="beta").first.wait_for()
     assert await page.locator("#feed-rows tr[data-message]", has_text="alpha").count() == 0
+
+
+async def feed_ids(page) -> list[str]:
+    return await page.locator("#feed-rows tr:visible").evaluate_all(
+        "rows => rows.map(r => r.dataset.message || ('other:' + r.className))"
+    )
+
+
+async def test_the_live_feed_shows_each_message_once_and_the_same_after_a_reload(
+    hub, sdk, dashboard
+):
+    await hub.endpoint_agent("alpha")
+    await hub.endpoint_agent("beta")
+    _, token = await hub.caller("orchestrator")
+    page = await dashboard("viewer")
+    await page.goto(f"{hub.url}/traffic/")
+    await live(page)
+
+    await send(await sdk("alpha", token), request("delegate beta echo one hop down"))
+    stored = await db(
+        lambda: [
+            str(pk)
+            for pk in Message.objects.order_by("-created_at", "-id").values_list("pk", flat=True)
+        ]
+    )
+    assert len(stored) >= 2
+
+    rows = page.locator("#feed-rows tr:visible")
+    await expect(rows).to_have_count(len(stored))
+    await expect(page.locator("#feed-rows [class*=task-state-]").first).to_contain_text("completed")
+    shown_live = await feed_ids(page)
+    assert sorted(shown_live) == sorted(stored)
+    await page.reload()
+    assert await feed_ids(page) == stored
+    assert shown_live == stored
+    await shot(page, "feed")
+
+
+async def test_feed_filters_for_pair_text_and_state_show_the_same_live_and_after_reload(
+    hub, sdk, dashboard
+):
+    await hub.endpoint_agent("alpha")
+    await hub.endpoint_agent("beta")
+    _, token = await hub.caller("orchestrator")
+    page = await dashboard("viewer")
+    await page.goto(f"{hub.url}/traffic/")
+    await live(page)
+    await page.select_option("select[name=from]", "alpha")
+    await page.select_option("select[name=to]", "beta")
+    await page.select_option("select[name=state]", "completed")
+    await page.fill("input[name=text]", "needle")
+    await page.wait_for_timeout(500)  # the filter travels over the socket
+
+    await send(await sdk("alpha", token), request("delegate beta echo hay"))
+    await send(await sdk("alpha", token), request("delegate beta echo needle in it"))
+    await send(await sdk("beta", token), request("echo needle alone"))
+
+    rows = page.locator("#feed-rows tr[data-message]")
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_contain_text("needle in it")
+    await expect(rows.first).to_contain_text("completed")
+    shown_live = await feed_ids(page)
+    await page.goto(f"{hub.url}/traffic/?from=alpha&to=beta&state=completed&text=needle")
+    assert await feed_ids(page) == shown_live
