@@ -22,8 +22,10 @@ from typing import Any
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.schemas.policy import ANY, parse_policy
 
-# A cell's next state on a click; "" is no rule of its own (it inherits).
-CYCLE = {"": "allow", "allow": "deny", "deny": "approve", "approve": ""}
+# A cell's own rules in the order clicks go through them, starting from the opposite of what
+# the cell inherits and skipping what it inherits; then back to no rule of its own.
+OWN_ACTIONS = ("allow", "deny", "approve")
+OPPOSITE = {"allow": "deny", "deny": "allow", "approve": "deny"}
 LIMITS = (
     ("perMinute", "Messages per minute"),
     ("perHour", "Messages per hour"),
@@ -304,7 +306,7 @@ class PolicyDraft:
             parts = cycle.split()
             if len(parts) == 2:
                 pair = (parts[0], parts[1])
-                after = CYCLE.get(self.cells.get(pair, ""), "")
+                after = self._next(pair)
                 if after:
                     self.cells[pair] = after
                 else:
@@ -315,6 +317,18 @@ class PolicyDraft:
             name = remove.rpartition("-")[0]
             if name in SECTIONS:
                 self._renumber(SECTIONS[name], [r for r in self.rows[name] if r.key != remove])
+
+    def _next(self, pair: tuple[str, str]) -> str:
+        """A click's result on a cell: an inherited value turns into its opposite, then the
+        cell goes through the other own rules and back to inheriting ("")."""
+        inherited = self.inherited(*pair)[0]
+        first = OPPOSITE[inherited]
+        order = [first, *(a for a in OWN_ACTIONS if a not in (first, inherited))]
+        own = self.cells.get(pair, "")
+        if own not in order:  # no rule of its own, or one equal to what it inherits
+            return order[0]
+        following = order.index(own) + 1
+        return order[following] if following < len(order) else ""
 
     def _renumber(self, section: Section, keep: list[Row]) -> None:
         for row in self.rows[section.name]:
@@ -545,10 +559,14 @@ class PolicyDraft:
 
     def effective(self, caller: str, target: str) -> tuple[str, bool, str]:
         """(action, own rule?, where it comes from) for a plain message from caller to target."""
-        for key in ((caller, target), (caller, ANY), (ANY, target), (ANY, ANY)):
-            if key in self.cells:
-                if key == (caller, target):
-                    return self.cells[key], True, "this pair's own rule"
+        if (caller, target) in self.cells:
+            return self.cells[(caller, target)], True, "this pair's own rule"
+        return self.inherited(caller, target)
+
+    def inherited(self, caller: str, target: str) -> tuple[str, bool, str]:
+        """What the cell would be without a rule of its own: (action, False, where from)."""
+        for key in ((caller, ANY), (ANY, target), (ANY, ANY)):
+            if key in self.cells and key != (caller, target):
                 return self.cells[key], False, f"inherited from {key[0]} → {key[1]}"
         return self.default_action.value, False, "the default for pairs without a rule"
 

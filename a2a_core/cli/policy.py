@@ -12,6 +12,7 @@ from a2a_core.errors import HubError
 from a2a_core.models import PolicyVersion
 from a2a_core.policy.dry_run import policy_dry_run
 from a2a_core.schemas.policy import default_policy
+from a2a_core.selectors.policy import policy_versions_changes
 from a2a_core.services import policy as policy_services
 
 
@@ -51,18 +52,6 @@ def add_parsers(sub: Any) -> None:
     s.set_defaults(handler=dry_run)
 
 
-def _describe(change: dict[str, Any]) -> str:
-    def value(v: Any) -> str:
-        text = json.dumps(v)
-        return text if len(text) <= 60 else text[:57] + "..."
-
-    if change["op"] == "added":
-        return f"  + {change['path']} = {value(change['new'])}"
-    if change["op"] == "removed":
-        return f"  - {change['path']} (was {value(change['old'])})"
-    return f"  ~ {change['path']}: {value(change['old'])} -> {value(change['new'])}"
-
-
 def show(args: argparse.Namespace, out: Any) -> None:
     if args.version is None:
         version = policy_services.policy_active_version()
@@ -76,10 +65,11 @@ def show(args: argparse.Namespace, out: Any) -> None:
 
 
 def _published(version: PolicyVersion, out: Any) -> None:
-    changes = len(version.diff)
-    out.write(f"policy v{version.number} is active ({changes} change{'s' if changes != 1 else ''})")
-    for change in version.diff:
-        out.write(_describe(change))
+    changes = policy_versions_changes([version])[version.number]
+    count = len(changes)
+    out.write(f"policy v{version.number} is active ({count} change{'s' if count != 1 else ''})")
+    for line in changes:
+        out.write(f"  {line}")
 
 
 def set_policy(args: argparse.Namespace, out: Any) -> None:
@@ -105,6 +95,7 @@ def rollback(args: argparse.Namespace, out: Any) -> None:
 
 def history(args: argparse.Namespace, out: Any) -> None:
     versions = list(PolicyVersion.objects.select_related("author")[: max(args.limit, 1)])
+    changes = policy_versions_changes(versions)
     if args.json:
         for v in versions:
             out.write(
@@ -116,6 +107,7 @@ def history(args: argparse.Namespace, out: Any) -> None:
                         "createdAt": v.created_at.isoformat(),
                         "reason": v.reason,
                         "diff": v.diff,
+                        "changes": changes[v.number],
                     }
                 )
             )
@@ -132,7 +124,7 @@ def history(args: argparse.Namespace, out: Any) -> None:
                     "*" if v.is_active else "",
                     (v.author.get_username() if v.author else v.author_label) or "-",
                     ago(v.created_at),
-                    len(v.diff),
+                    len(changes[v.number]),
                     v.reason.splitlines()[0] if v.reason else "",
                 ]
                 for v in versions

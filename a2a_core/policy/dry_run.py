@@ -236,7 +236,7 @@ def policy_dry_run(*, document: Any, last: int = 1000, examples: int = 20) -> Dr
         transition = f"{was.action} -> {will.action}"
         report.transitions[transition] = report.transitions.get(transition, 0) + 1
         report.reasons[will.reason] = report.reasons.get(will.reason, 0) + 1
-        pair = f"{facts.caller} -> {facts.target}"
+        pair = f"{facts.caller} → {facts.target}"
         report.pairs[pair] = report.pairs.get(pair, 0) + 1
         if len(report.examples) < examples:
             report.examples.append(

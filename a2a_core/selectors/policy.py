@@ -7,7 +7,8 @@ from typing import Any
 
 from a2a_core.errors import NotFound
 from a2a_core.models import Agent, PolicyVersion
-from a2a_core.schemas.policy import ANY
+from a2a_core.policy.wording import policy_changes
+from a2a_core.schemas.policy import ANY, default_policy
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,17 @@ def policy_named_agents(document: dict[str, Any]) -> set[str]:
         # A list of agents; one agent (or null) in documents stored before lists.
         names.update([to] if isinstance(to, str) else to)
     return names - {ANY, ""}
+
+
+def policy_versions_changes(versions: list[PolicyVersion]) -> dict[int, list[str]]:
+    """What each of `versions` changed from the version before it, in words, by number."""
+    numbers = {v.number - 1 for v in versions} - {v.number for v in versions}
+    documents = {v.number: v.document for v in versions}
+    documents.update(
+        PolicyVersion.objects.filter(number__in=numbers).values_list("number", "document")
+    )
+    defaults = default_policy().as_document()
+    return {
+        v.number: policy_changes(documents.get(v.number - 1, defaults), v.document)
+        for v in versions
+    }

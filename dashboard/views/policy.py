@@ -21,7 +21,8 @@ from a2a_core.errors import Conflict, NotFound, ValidationFailed
 from a2a_core.models import PolicyVersion
 from a2a_core.policy import dry_run
 from a2a_core.policy.dry_run import DryRun
-from a2a_core.schemas.policy import ANY, default_policy
+from a2a_core.policy.wording import policy_changes
+from a2a_core.schemas.policy import ANY, default_policy, parse_policy
 from a2a_core.selectors.policy import (
     AgentRef,
     policy_agents,
@@ -29,6 +30,7 @@ from a2a_core.selectors.policy import (
     policy_version_count,
     policy_version_get,
     policy_versions,
+    policy_versions_changes,
 )
 from a2a_core.services import policy as policy_services
 from dashboard.http import HtmxHttpRequest, actor
@@ -42,60 +44,34 @@ HISTORY = 30
 
 
 @dataclass(frozen=True)
-class Change:
-    """One line of a version's diff, as shown."""
-
-    op: str  # added | removed | changed
-    path: str
-    old: str = ""
-    new: str = ""
-
-
-def _shown(value: Any, limit: int = 160) -> str:
-    if isinstance(value, dict) and {"caller", "target", "action"} <= set(value):
-        only = [f"{k} {', '.join(value[k])}" for k in ("kinds", "skills") if value.get(k)]
-        rule = f"{value['caller']} → {value['target']}: {value['action']}"
-        return rule + (f" ({'; '.join(only)})" if only else "")
-    if isinstance(value, dict):
-        value = {k: v for k, v in value.items() if v not in ([], None, "")}
-    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def changes_of(diff: list[dict[str, Any]]) -> list[Change]:
-    """A stored diff, readable: a list that changed length becomes the items added and removed."""
-    lines: list[Change] = []
-    for change in diff:
-        old, new = change.get("old"), change.get("new")
-        if change["op"] == "changed" and isinstance(old, list) and isinstance(new, list):
-            gone = [item for item in old if item not in new]
-            came = [item for item in new if item not in old]
-            lines.extend(Change("removed", change["path"], old=_shown(item)) for item in gone)
-            lines.extend(Change("added", change["path"], new=_shown(item)) for item in came)
-            if not gone and not came:
-                lines.append(Change("changed", change["path"], old="(same items, reordered)"))
-            continue
-        lines.append(
-            Change(
-                change["op"],
-                change["path"],
-                old=_shown(old) if "old" in change else "",
-                new=_shown(new) if "new" in change else "",
-            )
-        )
-    return lines
-
-
-@dataclass(frozen=True)
 class VersionRow:
     version: PolicyVersion
     author: str
-    changes: list[Change]
+    # What it changed from the version before it, one line each, in words.
+    changes: list[str]
 
 
-def _version_row(version: PolicyVersion) -> VersionRow:
-    author = version.author.get_username() if version.author else version.author_label
-    return VersionRow(version, author or "—", changes_of(version.diff))
+def _version_rows(versions: list[PolicyVersion]) -> list[VersionRow]:
+    changes = policy_versions_changes(versions)
+    return [
+        VersionRow(
+            v,
+            (v.author.get_username() if v.author else v.author_label) or "—",
+            changes[v.number],
+        )
+        for v in versions
+    ]
+
+
+def draft_changes(draft: PolicyDraft, active: PolicyVersion | None) -> list[str]:
+    """What saving the draft would change, in words (nothing for a draft that is not a valid
+    policy yet: saving it shows its problems instead)."""
+    before = active.document if active is not None else default_policy().as_document()
+    try:
+        after = parse_policy(draft.document()).as_document()
+    except (ValidationFailed, ValueError, TypeError):
+        return []
+    return policy_changes(before, after)
 
 
 def _report(report: DryRun) -> dict[str, Any]:
@@ -152,6 +128,7 @@ def _editor(request: HtmxHttpRequest, draft: PolicyDraft, **extra: Any) -> dict[
         "unavailable": UNAVAILABLE,
         "limit_fields": LIMITS,
         "live_page": "policy",
+        "changes": draft_changes(draft, active),
         **extra,
     }
 
@@ -159,7 +136,7 @@ def _editor(request: HtmxHttpRequest, draft: PolicyDraft, **extra: Any) -> dict[
 def _page(request: HtmxHttpRequest, draft: PolicyDraft, **extra: Any) -> dict[str, Any]:
     return {
         **_editor(request, draft, **extra),
-        "versions": [_version_row(v) for v in policy_versions(limit=HISTORY)],
+        "versions": _version_rows(policy_versions(limit=HISTORY)),
         "version_count": policy_version_count(),
     }
 
@@ -235,7 +212,7 @@ def policy_save(request: HtmxHttpRequest) -> HttpResponse:
         return _render_editor(request, draft)
     except Conflict as exc:
         return _render_editor(request, draft, notice=exc.message)
-    changes = len(version.diff)
+    changes = len(policy_versions_changes([version])[version.number])
     messages.success(
         request,
         f"Policy v{version.number} is active ({changes} change{'s' if changes != 1 else ''}).",
@@ -261,7 +238,7 @@ def policy_dry_run(request: HtmxHttpRequest) -> HttpResponse:
 
 def _version_context(request: HtmxHttpRequest, version: PolicyVersion) -> dict[str, Any]:
     return {
-        "row": _version_row(version),
+        "row": _version_rows([version])[0],
         "document_json": json.dumps(version.document, indent=2),
         "can_edit": has_role(request.user, "admin"),
         "live_page": "policy",

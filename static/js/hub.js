@@ -37,6 +37,17 @@
   document.addEventListener("DOMContentLoaded", centreCurrentTask);
   document.addEventListener("htmx:afterSettle", centreCurrentTask);
 
+  // A form swapped in with problems shows the first one, next to its field, in view.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail.target;
+    var form = target && (target.isConnected ? target : document.getElementById(target.id));
+    if (!form || !form.matches || !form.matches("form")) return;
+    var field = form.querySelector("[aria-invalid=true]");
+    if (!field) return;
+    field.scrollIntoView({ block: "center" });
+    field.focus({ preventScroll: true });
+  });
+
   // Deadlines count down: <span data-deadline="ISO">.
   function countdowns() {
     var now = Date.now();

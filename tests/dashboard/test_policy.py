@@ -122,8 +122,18 @@ def test_a_post_without_the_csrf_token_saves_nothing(as_role):
 # --- the grid -------------------------------------------------------------------------------------
 
 
-def test_clicking_a_cell_cycles_allow_deny_approval_then_inherit(as_role):
+@pytest.mark.parametrize(
+    ("default", "clicks"),
+    [
+        ("allow", ["alpha echo deny", "alpha echo approve", None, "alpha echo deny"]),
+        ("deny", ["alpha echo allow", "alpha echo approve", None, "alpha echo allow"]),
+    ],
+)
+def test_a_click_turns_an_inherited_cell_into_its_opposite_then_cycles_back(
+    as_role, default, clicks
+):
     register("alpha"), register("echo")
+    publish({"defaultAction": default})
     admin = as_role("admin")
     form, token = editor(admin)
     seen = []
@@ -131,8 +141,9 @@ def test_clicking_a_cell_cycles_allow_deny_approval_then_inherit(as_role):
         html = post(admin, "/policy/draft/", {**form, "cycle": "alpha echo"}, token)
         form = form_of(f'<form id="policy-form">{html}</form>')
         seen.append(next((c for c in form.get("cell", []) if c.startswith("alpha echo")), None))
-    assert seen == ["alpha echo allow", "alpha echo deny", "alpha echo approve", None]
-    assert 'aria-label="alpha → echo: allow, the default for pairs without a rule"' in html
+        if len(seen) == 3:
+            assert f"alpha → echo: {default}, the default for pairs without a rule" in html
+    assert seen == clicks
 
 
 def test_the_grid_shows_inherited_actions_dimmed_and_own_rules_plain(as_role):
@@ -191,7 +202,7 @@ def test_an_admin_denies_a_pair_and_saves_a_version_with_its_diff(as_role):
     page = admin.get("/policy/").content.decode()
     assert "Policy v2 is active (1 change)." in page
     assert "alpha floods echo" in page
-    assert '<code>matrix</code> <code class="new">alpha → echo: deny</code>' in page  # the diff
+    assert "<li>alpha → echo: deny (new rule)</li>" in page  # the diff, in words
 
 
 def test_the_rendered_form_saved_unchanged_is_the_same_policy(as_role):
@@ -371,7 +382,7 @@ def test_a_version_page_shows_its_document_and_diff(as_role):
     page = as_role("viewer").get("/policy/versions/2/").content.decode()
     assert "Policy v2" in page
     assert "shorter chains &lt;b&gt;now&lt;/b&gt;" in page
-    assert '<code>maxHops</code> <code class="old">5</code>' in page
+    assert "<li>longest delegation chain (hops): 5 → 3</li>" in page
     assert "&quot;maxHops&quot;: 3" in page
     assert as_role("viewer").get("/policy/versions/9/").status_code == 404
 
@@ -426,3 +437,16 @@ def test_a_dry_run_of_an_invalid_draft_shows_the_problems(as_role):
     fragment = html.split('name="breaker.failureThreshold"', 1)[1].split("</label>", 1)[0]
     assert "a whole number" in fragment
     assert "Dry-run of this draft" not in html
+
+
+def test_the_editor_counts_unsaved_changes_in_words(as_role):
+    register("director"), register("ledger")
+    publish({"matrix": [{"caller": "director", "target": "ledger", "action": "allow"}]})
+    admin = as_role("admin")
+    form, token = editor(admin)
+    assert "No unsaved changes" in admin.get("/policy/").content.decode()
+
+    html = post(admin, "/policy/draft/", {**form, "cycle": "director ledger"}, token)
+
+    assert "Unsaved: 1 change" in html
+    assert "<li>director → ledger: allow → deny</li>" in html

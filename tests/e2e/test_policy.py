@@ -41,16 +41,21 @@ async def test_an_admin_denies_a_pair_in_the_grid_then_rolls_it_back(hub, sdk, d
     await page.goto(f"{hub.url}/policy/")
     await live(page)
 
-    # The pair inherits "allow" from the default; two clicks make it the pair's own "deny".
+    # The pair inherits "allow" from the default; one click makes it the pair's own "deny".
     cell = page.get_by_role("button", name=re.compile(r"^alpha → echo:"))
     await expect(cell).to_have_accessible_name(
         "alpha → echo: allow, the default for pairs without a rule"
     )
+    unsaved = page.locator("#policy-changes")
+    await expect(unsaved).to_have_text("No unsaved changes")
     await shot_from_top(page, "policy")
     await cell.click()
-    await expect(cell).to_have_accessible_name("alpha → echo: allow")
-    await cell.click()
     await expect(cell).to_have_accessible_name("alpha → echo: deny")
+    await expect(unsaved).to_contain_text("Unsaved: 1 change")
+    await unsaved.locator("summary").click()
+    await expect(unsaved).to_contain_text("alpha → echo: deny (new rule)")
+    # The save bar stays on screen however long the page is.
+    await expect(page.get_by_role("button", name="Save as a new version")).to_be_in_viewport()
 
     # What would it change? The two warm-up messages would be refused.
     await page.get_by_role("button", name="Dry-run the draft").click()
@@ -66,6 +71,10 @@ async def test_an_admin_denies_a_pair_in_the_grid_then_rolls_it_back(hub, sdk, d
     per_minute = page.locator("label", has=page.locator('input[name="limits.perMinute"]'))
     await expect(per_minute.locator(".field-error")).to_have_text("at least 1")
     await expect(page.locator("label.reason .field-error")).to_contain_text("say why")
+    # Both problems are on screen: the first field is scrolled to, the reason is in the bar.
+    await expect(page.locator('input[name="limits.perMinute"]')).to_be_in_viewport()
+    await expect(page.locator("label.reason .field-error")).to_be_in_viewport()
+    await shot(page, "policy-errors-in-view")
     await expect(cell).to_have_accessible_name("alpha → echo: deny")  # the draft is kept
     await shot_from_top(page, "policy-errors")
 
@@ -90,8 +99,35 @@ async def test_an_admin_denies_a_pair_in_the_grid_then_rolls_it_back(hub, sdk, d
     )
     v3 = page.locator("#v3")
     await expect(v3).to_contain_text("rollback to v1: echo must hear alpha again")
-    await expect(v3.locator("ul.diff")).to_contain_text("matrix")
+    await expect(v3.locator("ul.diff")).to_have_text("alpha → echo: rule removed (was deny)")
+    await expect(page.locator("#v2 ul.diff")).to_have_text("alpha → echo: deny (new rule)")
     await shot_from_top(page, "policy-history")
 
     again = await send(alpha, request("echo hello again"))
     assert again.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_dry_run_of_no_change_reports_zero_and_one_denied_pair_only_its_messages(
+    hub, sdk, dashboard
+):
+    await hub.endpoint_agent("echo")
+    _, alpha = await hub.caller("alpha")
+    _, beta = await hub.caller("beta")
+    await db(policy_publish, document={}, reason="the defaults", actor_label="setup")
+    for i in range(2):
+        await send(await sdk("echo", alpha), request(f"echo alpha {i}"))
+        await send(await sdk("echo", beta), request(f"echo beta {i}"))
+    page = await dashboard("admin")
+    await page.goto(f"{hub.url}/policy/")
+    await live(page)
+    report = page.locator("#dry-run-report")
+
+    await page.get_by_role("button", name="Dry-run the draft").click()
+    await expect(report.locator(".dry-run-changed")).to_have_text("0")
+
+    await page.get_by_role("button", name=re.compile(r"^beta → echo:")).click()
+    await page.get_by_role("button", name="Dry-run the draft").click()
+    await expect(report.locator(".dry-run-changed")).to_have_text("2")
+    examples = report.locator("tbody tr td.pair")
+    await expect(examples).to_have_text(["beta→echo", "beta→echo"])
+    await shot_from_top(page, "policy-dry-run-one-pair")

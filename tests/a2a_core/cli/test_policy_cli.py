@@ -33,7 +33,7 @@ def test_set_publishes_a_version_and_prints_its_diff(draft):
     out = a2a("policy", "set", draft({"limits": {"perMinute": 30}}), "--reason", "calm the storm")
     assert out.splitlines() == [
         "policy v1 is active (1 change)",
-        "  ~ limits.perMinute: 600 -> 30",
+        "  limits: messages per minute: 600 → 30",
     ]
     assert json.loads(a2a("policy", "show"))["limits"]["perMinute"] == 30
     version = PolicyVersion.objects.get()
@@ -73,7 +73,10 @@ def test_history_lists_versions_newest_first_and_rollback_adds_one(draft):
     a2a("policy", "set", draft({"maxHops": 3}), "--reason", "shorter chains")
     a2a("policy", "set", draft({"maxHops": 8}), "--reason", "longer chains")
     out = a2a("policy", "rollback", "1", "--reason", "8 was too many")
-    assert out.splitlines() == ["policy v3 is active (1 change)", "  ~ maxHops: 8 -> 3"]
+    assert out.splitlines() == [
+        "policy v3 is active (1 change)",
+        "  longest delegation chain (hops): 8 → 3",
+    ]
 
     lines = a2a("policy", "history").splitlines()
     assert lines[0].split() == ["VERSION", "ACTIVE", "AUTHOR", "WHEN", "CHANGES", "REASON"]
@@ -84,6 +87,22 @@ def test_history_lists_versions_newest_first_and_rollback_adds_one(draft):
 
     rows = [json.loads(line) for line in a2a("policy", "history", "--json").splitlines()]
     assert rows[0]["diff"] == [{"op": "changed", "path": "maxHops", "old": 8, "new": 3}]
+    assert rows[0]["changes"] == ["longest delegation chain (hops): 8 → 3"]
+
+
+def test_set_words_a_matrix_change_as_the_pair_and_its_actions(draft):
+    a2a(
+        "policy",
+        "set",
+        draft({"matrix": [rule := {"caller": "director", "target": "ledger", "action": "allow"}]}),
+        "--reason",
+        "a",
+    )
+    out = a2a("policy", "set", draft({"matrix": [{**rule, "action": "deny"}]}), "--reason", "b")
+    assert out.splitlines() == [
+        "policy v2 is active (1 change)",
+        "  director → ledger: allow → deny",
+    ]
 
 
 def test_rollback_to_a_missing_version_is_a_clear_error():

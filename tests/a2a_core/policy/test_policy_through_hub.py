@@ -463,7 +463,7 @@ async def test_a_dry_run_denying_one_pair_reports_only_that_pairs_messages(hub, 
     )
 
     assert (report.messages, report.changed) == (4, 1)
-    assert report.pairs == {"alpha -> beta": 1}
+    assert report.pairs == {"alpha → beta": 1}
     assert report.examples[0]["before"] == "deliver (ok)"
     assert report.examples[0]["after"] == "reject (denied_by_matrix)"
 
