@@ -40,6 +40,7 @@ PAGES = (
     "audit",
     "escalations",
     "policy",
+    "trace",
 )
 FEED_PAGES = ("overview", "traffic", "agent")
 MAX_BACKLOG = 50
@@ -88,6 +89,11 @@ def _shown(rows: list[Message]) -> Shown:
     return shown
 
 
+def _local_path(value: str) -> str:
+    """`value` if it is a path on this site, else ""."""
+    return value if value.startswith("/") and not value.startswith("//") else ""
+
+
 def agent_id_of(slug: str) -> int | None:
     return Agent.objects.filter(slug=slug).values_list("pk", flat=True).first() if slug else None
 
@@ -110,6 +116,8 @@ class DashboardConsumer(Consumer):
         self.task_id = params.get("task", "")
         # The root of the task's delegation chain: the task page draws the whole chain.
         self.root_id = params.get("root", "")
+        # The page's own address, for pages that re-fetch what they show.
+        self.url = _local_path(params.get("url", ""))
         self.refreshed_at = -REFRESH_SECONDS
         self.paused = False
         await self._filter(params)
@@ -187,6 +195,8 @@ class DashboardConsumer(Consumer):
                     "dashboard/base_fragments.html#refresh-task", {"task_id": self.task_id}
                 )
             )
+        if self.page == "trace" and self.url and self.root_id in update.chains:
+            parts.append(self._refresh("dashboard/trace.html#refresh", {"url": self.url}))
         if self.page == "tasks" and update.tasks:
             parts.append(self._refresh("dashboard/tasks.html#refresh", {}))
         if update.policy and self.page == "policy":

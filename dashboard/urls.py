@@ -8,6 +8,7 @@ from dashboard.views import (
     overview,
     policy,
     task_pages,
+    traces,
     traffic,
 )
 
@@ -26,6 +27,9 @@ urlpatterns = [
     path("tasks/", task_pages.task_list, name="tasks"),
     path("tasks/<str:task_id>/", task_pages.task_page, name="task"),
     # Agents choose context ids: any text, slashes included.
+    path("tasks/<str:task_id>/trace/", traces.task_trace, name="task_trace"),
+    path("traces/<str:trace_id>/", traces.trace_page, name="trace"),
+    path("contexts/<path:context_id>/trace/", traces.context_trace_page, name="context_trace"),
     path("contexts/<path:context_id>/", task_pages.conversation_page, name="conversation"),
     # audit
     path("audit/", audit.audit, name="audit"),

@@ -24,6 +24,7 @@ from a2a_core.models import (
     TaskState,
 )
 from a2a_core.schemas.a2a import parts_summary
+from a2a_core.selectors.traces import context_tasks
 
 OPEN_STATES = [
     TaskState.SUBMITTED,
@@ -299,18 +300,14 @@ class Conversation:
 
 
 def conversation(*, context_id: str) -> Conversation:
-    """Every message of every task sharing `context_id`, in time order, in two queries.
-    Raises `NotFound` for a context no task or message has."""
-    tasks = list(
-        Task.objects.filter(context_id=context_id)
-        .select_related("caller", "target")
-        .defer("status_message", "metadata")
-        .order_by("created_at", "pk")[:CHAIN_LIMIT]
-    )
+    """Every message of every task sharing `context_id`, and of the tasks delegated from them
+    (a delegated call has a context of its own), in time order, in four queries. Raises
+    `NotFound` for a context no task or message has."""
+    tasks = context_tasks(context_id=context_id)[:CHAIN_LIMIT]
     newest = list(
         _message_rows()
         .select_related("task")
-        .filter(context_id=context_id)
+        .filter(Q(context_id=context_id) | Q(task_id__in=[t.pk for t in tasks]))
         .order_by("-created_at", "-pk")[: MESSAGE_LIMIT + 1]
     )
     if not tasks and not newest:

@@ -372,12 +372,34 @@ def test_the_conversation_shows_every_message_of_every_task_in_the_context_in_ti
     assert 'class="msg reply"' in chat
 
 
-def test_the_conversation_reads_two_queries(pair, django_assert_num_queries):
+def test_the_conversation_includes_the_hops_delegated_from_it(as_role, pair):
+    alpha, beta = pair
+    gamma = register("gamma").agent
+    root = make_task(caller=alpha, target=beta, context_id="plan")
+    child = make_task(
+        caller=beta, target=gamma, context_id="hop-1", parent=root, root=root, depth=1
+    )
+    grandchild = make_task(
+        caller=gamma, target=alpha, context_id="hop-2", parent=child, root=root, depth=2
+    )
+    make_task(caller=beta, target=gamma, context_id="unrelated")
+    for task, text in ((root, "plan it"), (child, "design it"), (grandchild, "test it")):
+        say(task, text)
+
+    html = as_role("viewer").get("/contexts/plan/").content.decode()
+
+    chat = html[html.index('class="chat conversation"') :]
+    assert all(text in chat for text in ("plan it", "design it", "test it"))
+    assert f'href="/tasks/{grandchild.pk}/"' in html
+    assert 'href="/contexts/plan/trace/"' in html
+
+
+def test_the_conversation_reads_three_queries(pair, django_assert_num_queries):
     for _ in range(3):
         task = make_task(caller=pair[0], target=pair[1], context_id="ctx-q")
         say(task, "hi")
         say(task, "hello", reply=True)
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(3):
         found = conversation(context_id="ctx-q")
         [(m.message.sender.slug, m.message.task.state) for m in found.messages]
     assert len(found.messages) == 6 and len(found.tasks) == 3
