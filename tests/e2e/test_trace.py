@@ -115,3 +115,39 @@ async def test_a_trace_grows_live_while_its_chain_runs(hub, sdk, dashboard):
     await expect(spans).to_have_text(["director → pm", "pm → architect", "architect → tester"])
     await expect(page.locator("#trace-live")).to_have_attribute("data-running", "no")
     await shot(page, "trace-live")
+
+
+async def test_a_short_trace_and_a_long_conversation_trace_draw_every_hop(hub, sdk, dashboard):
+    names = [f"stage{i}" for i in range(5)]
+    for name in names:
+        await hub.endpoint_agent(name)
+    _, token = await hub.caller("director")
+    short = await send(await sdk("stage0", token), request("echo just one hop"))
+    chain = " ".join(f"delegate {name}" for name in names[1:])
+    for run in range(5):
+        await send(
+            await sdk("stage0", token), request(f"{chain} echo run {run}", context_id="release-7")
+        )
+
+    page = await dashboard("viewer")
+    await page.goto(f"{hub.url}/tasks/{short.id}/trace/")
+    assert await task_spans(page) == ["director → stage0"]
+    await shot(page, "trace-short")
+
+    await page.goto(f"{hub.url}/contexts/release-7/")
+    await page.get_by_role("link", name="Trace of the whole conversation").click()
+    spans = page.locator(".wf-span.task")
+    await expect(spans).to_have_count(25)
+    pairs = await task_spans(page)
+    assert pairs[:5] == [
+        "director → stage0",
+        "stage0 → stage1",
+        "stage1 → stage2",
+        "stage2 → stage3",
+        "stage3 → stage4",
+    ]
+    await shot(page, "trace-long")
+
+    # The conversation has every hop's messages, delegated ones included.
+    await page.goto(f"{hub.url}/contexts/release-7/")
+    await expect(page.locator(".context-tasks li")).to_have_count(25)
