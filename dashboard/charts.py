@@ -63,6 +63,8 @@ class Share:
     percent: int
     # CSS width of its segment or bar, "12.34%".
     width: str
+    # Where a click on it leads.
+    href: str = ""
 
 
 def shares(counts: Mapping[str, int], labels: Mapping[str, str]) -> list[Share]:
@@ -86,4 +88,23 @@ def bars(items: Sequence[tuple[str, int]]) -> list[Share]:
     return [
         Share(key, key, count, round(100 * count / top), f"{100 * count / top:.2f}%")
         for key, count in items
+    ]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One value of a sparkline as a link: a band of the chart's width to click."""
+
+    x: str
+    width: str
+    href: str
+    title: str
+
+
+def slots(count: int, hrefs: Sequence[str], titles: Sequence[str]) -> list[Slot]:
+    """Click bands centred on the points of a `count`-value sparkline."""
+    step = (WIDTH - 2 * PAD) / max(1, count - 1)
+    return [
+        Slot(_fmt(max(0.0, PAD + i * step - step / 2)), _fmt(step), href, title)
+        for i, (href, title) in enumerate(zip(hrefs, titles, strict=True))
     ]

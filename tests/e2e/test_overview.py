@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -76,8 +77,16 @@ async def test_a_busy_hour_at_a_glance(hub, sdk, dashboard):
     await expect(page.locator("#stat-escalations .value")).to_have_text("1")
     await expect(page.locator("#rejections")).to_contain_text("denied_by_matrix")
     await expect(page.locator("#decisions [data-decision=hold]")).to_contain_text("1")
-    assert await page.locator("#decisions .stacked span").count() >= 3
+    assert await page.locator("#decisions .stacked a").count() >= 3
+    await expect(page.locator("#stat-rate .chart-axis")).to_contain_text("−30 min")
     await shot(page, "overview")
+
+    # Each bar leads to the audit log, filtered to what it counts.
+    await page.locator("#rejections a", has_text="denied_by_matrix").click()
+    await expect(page).to_have_url(re.compile(r"/audit/\?.*reason=denied_by_matrix"))
+    rows = page.locator("#audit-rows tr[data-message]")
+    await expect(rows).to_have_count(1)
+    await expect(rows).to_contain_text("denied_by_matrix")
 
 
 async def test_the_overview_in_dark_mode(hub, sdk, dashboard):
