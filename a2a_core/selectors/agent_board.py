@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from a2a_core.models import Agent, Message, Task, TaskState
@@ -90,12 +90,3 @@ def agent_board(*, limit: int = 500) -> list[AgentRow]:
             )
         )
     return rows
-
-
-def agent_tasks(*, agent: Agent, limit: int = 50) -> list[Task]:
-    """The agent's most recent tasks, as caller or target."""
-    return list(
-        Task.objects.filter(Q(target=agent) | Q(caller=agent))
-        .select_related("caller", "target")
-        .order_by("-updated_at")[:limit]
-    )

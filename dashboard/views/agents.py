@@ -11,7 +11,8 @@ from django.views.decorators.http import require_POST
 
 from a2a_core.models import Agent
 from a2a_core.selectors import effective_status
-from a2a_core.selectors.agent_board import agent_board, agent_tasks, last_sent, seen_by_traffic
+from a2a_core.selectors.agent_board import agent_board, last_sent, seen_by_traffic
+from a2a_core.selectors.task_views import task_recent
 from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
 from a2a_core.services import agents as agent_services
 from dashboard.http import HtmxHttpRequest, actor
@@ -26,7 +27,7 @@ def agent_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _detail_context(request: HtmxHttpRequest, agent: Agent) -> dict[str, object]:
-    tasks = agent_tasks(agent=agent)
+    tasks = task_recent(agent_id=agent.pk, limit=50)
     busy = any(t.target_id == agent.pk and t.state in ("submitted", "working") for t in tasks)
     return {
         "agent": agent,

@@ -606,3 +606,16 @@ def test_a_task_whose_messages_span_export_chunks_is_exported_once(agents):
 def _conversation(filters: AuditFilter, task_id: str) -> list[dict[str, Any]]:
     chunk, _ = training_chunk(filters=filters, after=None, size=100)
     return next(e["messages"] for e in chunk if e["taskId"] == task_id)
+
+
+def test_an_export_of_nothing_says_so_instead_of_offering_an_empty_file(as_role):
+    alpha, beta = register("alpha").agent, register("beta").agent
+    record(alpha, beta, summary="something")
+    viewer = as_role("viewer")
+
+    nothing = viewer.get("/audit/?q=no-such-words").content.decode()
+    something = viewer.get("/audit/?q=something").content.decode()
+
+    assert "Nothing to export: no message matches these filters." in nothing
+    assert 'id="export-log"' not in nothing
+    assert 'id="export-log"' in something and "Nothing to export" not in something

@@ -120,3 +120,15 @@ def test_when_an_agent_was_last_seen_reads_as_people_say_it(as_role):
     assert "just now" in viewer.get("/agents/seen-just-now/").content.decode()
     listing = viewer.get("/agents/").content.decode()
     assert "5\xa0minutes ago" in listing and "0\xa0minutes" not in listing
+
+
+def test_the_agent_page_lists_tasks_by_what_they_are_about(as_role):
+    from tests.factories import make_task, record_message
+
+    alpha, beta = register("alpha").agent, register("beta").agent
+    task = make_task(caller=alpha, target=beta)
+    record_message(alpha, beta, task=task, summary="draft the release notes")
+
+    page = as_role("viewer").get("/agents/beta/").content.decode()
+
+    assert f'<a href="/tasks/{task.pk}/" title="task {task.pk}">draft the release notes</a>' in page

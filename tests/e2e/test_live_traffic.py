@@ -113,3 +113,31 @@ async def test_feed_filters_for_pair_text_and_state_show_the_same_live_and_after
     shown_live = await feed_ids(page)
     await page.goto(f"{hub.url}/traffic/?from=alpha&to=beta&state=completed&text=needle")
     assert await feed_ids(page) == shown_live
+
+
+async def test_pages_with_live_updates_log_no_errors_in_the_browser_console(hub, sdk, dashboard):
+    await hub.endpoint_agent("echo")
+    _, alpha = await hub.caller("alpha")
+    _, beta = await hub.caller("beta")
+    page = await dashboard("viewer")
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+
+    await page.goto(f"{hub.url}/traffic/?agent=beta")
+    await live(page)
+    # alpha's requests are answered (their latencies updated) with no row of theirs on the page.
+    for _ in range(3):
+        await send(await sdk("echo", alpha), request("slow 0.1"))
+    await send(await sdk("echo", beta), request("echo from beta"))
+    await page.locator("#feed-rows tr[data-message]", has_text="beta").first.wait_for()
+    await page.goto(f"{hub.url}/")
+    await live(page)
+    await send(await sdk("echo", alpha), request("echo on the overview"))
+    await page.locator("#feed-rows tr[data-message]", has_text="on the overview").wait_for()
+
+    assert errors == []
+    # The page names its icon, so a browser that shows one asks for nothing that is missing.
+    icon = await page.locator("link[rel=icon]").get_attribute("href")
+    assert icon and (await page.request.get(f"{hub.url}{icon}")).status == 200

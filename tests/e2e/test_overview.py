@@ -78,7 +78,7 @@ async def test_a_busy_hour_at_a_glance(hub, sdk, dashboard):
     await expect(page.locator("#rejections")).to_contain_text("denied_by_matrix")
     await expect(page.locator("#decisions [data-decision=hold]")).to_contain_text("1")
     assert await page.locator("#decisions .stacked a").count() >= 3
-    await expect(page.locator("#stat-rate .chart-axis")).to_contain_text("−30 min")
+    await expect(page.locator("#stat-rate .chart-axis")).to_contain_text("30 min")
     await shot(page, "overview")
 
     # Each bar leads to the audit log, filtered to what it counts.

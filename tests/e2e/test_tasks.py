@@ -168,3 +168,29 @@ async def test_a_thirty_task_chain_stays_readable_in_dark_mode(hub, dashboard):
     # Wider than the page: the chain scrolls to show the current task whole.
     await expect(current.locator("rect")).to_be_in_viewport(ratio=1)
     await shot(page, "task-chain-dark")
+
+
+async def test_outcome_colours_on_the_board_mean_what_they_say(hub, sdk, dashboard):
+    await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+    client = await sdk("echo", token)
+    done = await send(client, request("echo fine"))
+    broken = await send(client, request("fail disk full"))
+    await db(lambda: Task.objects.filter(pk=done.id).update(reason="all tests pass"))
+
+    page = await dashboard("viewer")
+    await page.goto(f"{hub.url}/tasks/")
+    colour = "el => getComputedStyle(el).color"
+    ok = await page.locator(f"[data-task='{done.id}'] .card-reason").evaluate(colour)
+    bad = await page.locator(f"[data-task='{broken.id}'] .card-reason").evaluate(colour)
+    green, red = await page.evaluate(
+        "() => { const s = getComputedStyle(document.body);"
+        " return [s.getPropertyValue('--ok'), s.getPropertyValue('--bad')]; }"
+    )
+    assert (ok, bad) == (hex_rgb(green), hex_rgb(red))
+
+
+def hex_rgb(value: str) -> str:
+    value = value.strip().lstrip("#")
+    r, g, b = (int(value[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgb({r}, {g}, {b})"
