@@ -1,4 +1,6 @@
-"""Structured JSON logs: one object per line, with the trace id of the call being served."""
+"""The hub's logs: human-readable lines by default, or one JSON object per line
+(`HUB_LOG_FORMAT=json`, for log collectors); both carry the trace id of the call being
+served."""
 
 from __future__ import annotations
 
@@ -31,6 +33,27 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """`14:05:09 WARNING delivery: agent unreachable  trace=0af7… target=ledger`: a line a
+    person reads in a terminal, `extra={...}` fields after the message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        moment = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")
+        name = record.name.removeprefix("a2a_hub.")
+        fields = [f"trace={trace_id}"] if (trace_id := trace_id_var.get()) else []
+        fields += [
+            f"{key}={value}"
+            for key, value in record.__dict__.items()
+            if key not in _STANDARD and not key.startswith("_")
+        ]
+        line = f"{moment} {record.levelname} {name}: {record.getMessage()}"
+        if fields:
+            line += "  " + " ".join(fields)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
 
 
 def get_logger(name: str) -> logging.Logger:

@@ -309,9 +309,18 @@ HUB_PUSH_RETRY_SECONDS = env_float("HUB_PUSH_RETRY_SECONDS", 1.0)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "a2a_core.logging.JsonFormatter"}},
+    "formatters": {
+        "json": {"()": "a2a_core.logging.JsonFormatter"},
+        "text": {"()": "a2a_core.logging.TextFormatter"},
+    },
     "filters": {"caller_mistakes": {"()": "a2a_core.logging.CallerMistakes"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            # Lines for a person by default; one JSON object per line when asked.
+            "formatter": "json" if os.environ.get("HUB_LOG_FORMAT") == "json" else "text",
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("HUB_LOG_LEVEL", "WARNING")},
     "loggers": {
         "a2a_hub": {"level": os.environ.get("HUB_LOG_LEVEL", "INFO"), "propagate": True},
