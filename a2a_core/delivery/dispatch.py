@@ -41,7 +41,7 @@ from django.conf import settings
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from a2a_core import agent_cache, metrics, selectors
+from a2a_core import agent_cache, metrics, selectors, tracing
 from a2a_core.asyncdb import db
 from a2a_core.batching import Batcher
 from a2a_core.delivery import push
@@ -114,6 +114,7 @@ async def record(op: Record) -> Any:
 
 
 async def fail(task_id: str, reason: str, state: str = TaskState.FAILED) -> dict[str, Any]:
+    tracing.forwarded(task_id, ok=False, why=reason)
     result: dict[str, Any] = await _writes.submit(Failure(task_id, reason, state))
     return result
 
@@ -199,22 +200,25 @@ def _reply(answer: Message, accepted: Accepted) -> Message:
     return reply
 
 
-def _headers_for(call: Call, accepted: Accepted) -> dict[str, str]:
+def _headers_for(call: Call, target: Agent, accepted: Accepted) -> dict[str, str]:
     return {
-        "traceparent": traceparent(accepted.trace_id),
+        "traceparent": tracing.forward(target, accepted) or traceparent(accepted.trace_id),
         "A2A-Hub-Task-Id": accepted.task_id,
         "A2A-Hub-Caller": call.caller.slug,
     }
 
 
 async def _accept(call: Call, request: SendMessageRequest) -> Accepted:
+    started = tracing.now()
     try:
         accepted = await _submit_accept(call, request)
     except PolicyRejected as exc:
+        tracing.routed(None, reason=exc.reason, started=started)
         metrics.decided("reject", exc.reason)
         if exc.retry_after is not None:
             call.response_headers["Retry-After"] = str(retry_seconds(exc.retry_after))
         raise
+    tracing.routed(accepted, started=started)
     trace_id_var.set(accepted.trace_id)
     call.learned.update(task_id=accepted.task_id, skill=accepted.skill, trace_id=accepted.trace_id)
     if not accepted.duplicate:
@@ -236,6 +240,7 @@ async def _deliver_to(call: Call, accepted: Accepted) -> Agent:
 async def outcome(agent: Agent, accepted: Accepted, ok: bool) -> None:
     """Tell the agent's breaker how the call went (failures always; successes only when the
     breaker had something to forget)."""
+    tracing.forwarded(accepted.task_id, ok=ok)
     if not ok or accepted.watch_breaker:
         await _writes.submit(Outcome(agent.slug, ok))
 
@@ -458,7 +463,7 @@ async def _forward_blocking(
         target,
         forwarded(request.message, accepted),
         streaming=False,
-        headers=_headers_for(call, accepted),
+        headers=_headers_for(call, target, accepted),
         wait_seconds=accepted.timeout,
         accepted_output_modes=output_modes,
         task_id=accepted.task_id,
@@ -543,7 +548,7 @@ async def _pump(
             target,
             message,
             streaming=True,
-            headers=_headers_for(call, accepted),
+            headers=_headers_for(call, target, accepted),
             wait_seconds=accepted.timeout,
             accepted_output_modes=output_modes,
             task_id=accepted.task_id,

@@ -9,6 +9,7 @@ from a2a.types.a2a_pb2 import Message as WireMessage
 from django.db import connection, transaction
 from google.protobuf.json_format import ParseDict
 
+from a2a_core import tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery import dispatch
 from a2a_core.logging import get_logger
@@ -57,14 +58,15 @@ async def deliver_claimed(pks: list[int]) -> None:
             if target.delivery_mode == DeliveryMode.INBOX:
                 await db(_to_inbox, pk, target)
                 continue
-            dispatch.start_pump(
-                call,
-                target,
-                accepted,
-                ParseDict(wire, WireMessage()),
-                accepted_output_modes=[],
-                metadata=dispatch.forwarded_metadata(request_metadata, accepted),
-            )
+            with tracing.waited(accepted, since=accepted.message_created_at):
+                dispatch.start_pump(
+                    call,
+                    target,
+                    accepted,
+                    ParseDict(wire, WireMessage()),
+                    accepted_output_modes=[],
+                    metadata=dispatch.forwarded_metadata(request_metadata, accepted),
+                )
         except Exception:
             log.exception("could not deliver a queued message", extra={"message_pk": pk})
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from a2a_core import agent_cache
+from a2a_core import agent_cache, tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery.dispatch import Call
 from a2a_core.models import Agent
@@ -271,7 +271,10 @@ class AgentGate:
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
-        await self.app(scope, replay, send_with_headers)
+        with tracing.request(
+            caller=caller.slug, target=target.slug if target else "", headers=call.headers
+        ):
+            await self.app(scope, replay, send_with_headers)
 
 
 def _nested_too_deep(body: bytes) -> bool:

@@ -1,0 +1,311 @@
+"""OpenTelemetry export: every routed call as spans, sent over OTLP to the team's collector.
+
+Off unless `OTEL_EXPORTER_OTLP_ENDPOINT` is set (read once, at the first call): then every hook
+below returns at once and nothing is imported. On, each call through the hub gives
+
+  a2a.request   the caller's request (a server span), continuing the caller's W3C trace
+                context; without one, the span of the hub's forward to the calling agent
+                when the call is a delegation from a task the hub forwarded (so one trace
+                spans agents that do not propagate it), else a new trace with the hub's id
+  a2a.decide    the policy's decision on it (child of the request)
+  a2a.forward   the hub's call to the agent (a client span, child of the request, or of the
+                wait for a human); its context goes to the agent as `traceparent`
+  a2a.wait      the time a held message waited for a human, up to its approval
+
+each with the A2A attributes: caller, target, skill, task and context ids, decision, reason.
+The exporter and batching are the SDK's, configured by the standard `OTEL_*` variables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, SpanContext, Tracer
+
+    from a2a_core.models import Agent
+    from a2a_core.services.messages import Accepted
+
+# How many open forwards and held requests are remembered (to parent later spans to them).
+REMEMBERED = 10_000
+
+
+@dataclass
+class _Request:
+    """A call being served: when it began, and its span once the hub knows where it belongs."""
+
+    caller: str
+    target: str
+    traceparent: str
+    started: int
+    span: Span | None = None
+
+
+_request: contextvars.ContextVar[_Request | None] = contextvars.ContextVar(
+    "a2a_request", default=None
+)
+# The span later work of this context hangs under (the wait for a human, for its delivery).
+_parent: contextvars.ContextVar[SpanContext | None] = contextvars.ContextVar(
+    "a2a_parent", default=None
+)
+# The trace id the next root span takes: the hub's own, so the dashboard and the collector
+# name a trace alike.
+_trace_id: contextvars.ContextVar[int] = contextvars.ContextVar("a2a_trace_id", default=0)
+
+_lock = threading.Lock()
+_tracer: Tracer | None = None
+_configured = False
+# (trace id, agent slug) -> the open forward to that agent; task id -> a held request's span.
+_forwards: OrderedDict[tuple[str, str], Span] = OrderedDict()
+_open_by_task: dict[str, tuple[str, str]] = {}
+_held: OrderedDict[str, SpanContext] = OrderedDict()
+
+
+def _setup() -> Tracer | None:
+    global _tracer, _configured
+    with _lock:
+        if _configured:
+            return _tracer
+        _configured = True
+        if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+            return None
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+        class HubIds(RandomIdGenerator):
+            def generate_trace_id(self) -> int:
+                return _trace_id.get() or super().generate_trace_id()
+
+        provider = TracerProvider(
+            resource=Resource.create(
+                {"service.name": os.environ.get("OTEL_SERVICE_NAME", "a2a-hub")}
+            ),
+            id_generator=HubIds(),
+        )
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        _tracer = provider.get_tracer("a2a_hub")
+        return _tracer
+
+
+def enabled() -> bool:
+    return (_tracer if _configured else _setup()) is not None
+
+
+def flush() -> None:
+    """Send what is batched (shutdown)."""
+    if _tracer is not None:
+        from opentelemetry import trace
+
+        provider: Any = getattr(_tracer, "_provider", None) or trace.get_tracer_provider()
+        with contextlib.suppress(Exception):
+            provider.force_flush()
+
+
+# --- the hooks ------------------------------------------------------------------------------
+
+
+_OFF: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+def request(
+    *, caller: str, target: str, headers: dict[str, str]
+) -> contextlib.AbstractContextManager[None]:
+    """Around serving one call: its request span ends when the call does."""
+    if not enabled():
+        return _OFF
+    return _serving(caller, target, headers.get("traceparent", ""))
+
+
+def now() -> int:
+    return time.time_ns() if _tracer is not None else 0
+
+
+@contextlib.contextmanager
+def _serving(caller: str, target: str, traceparent: str) -> Iterator[None]:
+    state = _Request(caller, target, traceparent, time.time_ns())
+    token = _request.set(state)
+    try:
+        yield
+    finally:
+        _request.reset(token)
+        if state.span is not None:
+            state.span.end()
+
+
+def routed(accepted: Accepted | None, *, reason: str = "", started: int = 0) -> None:
+    """The hub accepted (or, `accepted` None, refused with `reason`) the current call: its
+    request and decide spans, `started` being when the decision began (time.time_ns())."""
+    state = _request.get() if _tracer is not None else None
+    if state is None or state.span is not None:
+        return
+    from opentelemetry import trace
+
+    assert _tracer is not None
+    parent = _remote(state.traceparent)
+    if parent is None and accepted is not None and accepted.depth > 0:
+        forward = _forwards.get((accepted.trace_id, state.caller))
+        parent = forward.get_span_context() if forward is not None else None
+    context = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+    attributes = _attributes(accepted, caller=state.caller, target=state.target, reason=reason)
+    token = _trace_id.set(_hub_trace(accepted.trace_id) if accepted and not parent else 0)
+    try:
+        state.span = _tracer.start_span(
+            "a2a.request",
+            context=context,
+            kind=trace.SpanKind.SERVER,
+            start_time=state.started,
+            attributes=attributes,
+        )
+    finally:
+        _trace_id.reset(token)
+    inside = trace.set_span_in_context(state.span)
+    decide = _tracer.start_span(
+        "a2a.decide", context=inside, start_time=started or state.started, attributes=attributes
+    )
+    decide.end()
+    if accepted is None:
+        state.span.set_status(trace.Status(trace.StatusCode.ERROR, reason))
+    elif accepted.decision == "hold":
+        _remember(_held, accepted.task_id, state.span.get_span_context())
+
+
+def forward(target: Agent, accepted: Accepted) -> str:
+    """The forward to `target` begins: its span, and the `traceparent` the agent gets ('' when
+    tracing is off)."""
+    if _tracer is None:
+        return ""
+    from opentelemetry import trace
+
+    state = _request.get()
+    parent = _parent.get() or (
+        state.span.get_span_context() if state and state.span is not None else None
+    )
+    context = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+    token = _trace_id.set(_hub_trace(accepted.trace_id) if parent is None else 0)
+    try:
+        span = _tracer.start_span(
+            "a2a.forward",
+            context=context,
+            kind=trace.SpanKind.CLIENT,
+            attributes=_attributes(
+                accepted,
+                caller=state.caller if state else "",
+                target=target.slug,
+            ),
+        )
+    finally:
+        _trace_id.reset(token)
+    key = (accepted.trace_id, target.slug)
+    _remember(_forwards, key, span)
+    _open_by_task[accepted.task_id] = key
+    ctx = span.get_span_context()
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
+
+
+def forwarded(task_id: str, *, ok: bool = True, why: str = "") -> None:
+    """The forward of task `task_id` is over (the agent answered, or it failed)."""
+    if _tracer is None:
+        return
+    key = _open_by_task.pop(task_id, None)
+    span = _forwards.pop(key, None) if key is not None else None
+    if span is not None:
+        if not ok:
+            from opentelemetry import trace
+
+            span.set_status(trace.Status(trace.StatusCode.ERROR, why))
+        span.end()
+
+
+def waited(accepted: Accepted, *, since: datetime) -> contextlib.AbstractContextManager[None]:
+    """Around starting the delivery of a message a human let through: the wait for the human
+    as a span, the parent of the delivery's spans."""
+    if _tracer is None:
+        return _OFF
+    return _after_wait(accepted, since)
+
+
+@contextlib.contextmanager
+def _after_wait(accepted: Accepted, since: datetime) -> Iterator[None]:
+    from opentelemetry import trace
+
+    assert _tracer is not None
+    parent = _held.pop(accepted.task_id, None)
+    context = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+    token = _trace_id.set(_hub_trace(accepted.trace_id) if parent is None else 0)
+    try:
+        span = _tracer.start_span(
+            "a2a.wait",
+            context=context,
+            start_time=int(since.timestamp() * 1e9),
+            attributes=_attributes(accepted, caller="", target=accepted.deliver_to),
+        )
+    finally:
+        _trace_id.reset(token)
+    span.end()
+    reset = _parent.set(span.get_span_context())
+    try:
+        yield
+    finally:
+        _parent.reset(reset)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _attributes(accepted: Accepted | None, *, caller: str, target: str, reason: str = "") -> dict:
+    values = {"a2a.caller": caller, "a2a.target": target}
+    if accepted is None:
+        values.update({"a2a.decision": "reject", "a2a.reason": reason})
+        return values
+    values.update(
+        {
+            "a2a.skill": accepted.skill,
+            "a2a.task_id": accepted.task_id,
+            "a2a.context_id": accepted.context_id,
+            "a2a.decision": accepted.decision,
+            "a2a.reason": accepted.reason,
+        }
+    )
+    return values
+
+
+def _hub_trace(trace_id: str) -> int:
+    try:
+        return int(trace_id, 16) if len(trace_id) == 32 else 0
+    except ValueError:
+        return 0
+
+
+def _remote(traceparent: str) -> SpanContext | None:
+    """The caller's span, from its W3C `traceparent`; None when absent or malformed."""
+    parts = traceparent.strip().split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except ValueError:
+        return None
+    if not trace_id or not span_id:
+        return None
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags & 1))
+
+
+def _remember(store: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    store[key] = value
+    store.move_to_end(key)
+    while len(store) > REMEMBERED:
+        store.popitem(last=False)

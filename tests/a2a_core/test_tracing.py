@@ -1,0 +1,143 @@
+"""OpenTelemetry export: a hub process with OTEL_EXPORTER_OTLP_ENDPOINT set sends its spans
+over OTLP/HTTP to a real receiver, one trace across the caller, the hub and the agents."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.a2a_core.protocol.helpers import eventually
+from tests.agents import ScriptedAgent
+from tests.conftest import Worker
+from tests.servers import free_port
+
+pytestmark = pytest.mark.live
+
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+
+
+class Receiver:
+    """An OTLP/HTTP trace receiver: keeps every span it is sent, decoded."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict[str, Any]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        receiver.spans.extend(_span(span) for span in scope.spans)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _span(span: Any) -> dict[str, Any]:
+    return {
+        "name": span.name,
+        "trace": span.trace_id.hex(),
+        "id": span.span_id.hex(),
+        "parent": span.parent_span_id.hex(),
+        "attributes": {a.key: a.value.string_value for a in span.attributes},
+    }
+
+
+@pytest.fixture
+def receiver():
+    found = Receiver()
+    yield found
+    found.stop()
+
+
+async def start_agent(hub, name: str, hub_url: str) -> ScriptedAgent:
+    scripted = ScriptedAgent(name, port=free_port())
+    _, token = await hub.register_card(scripted.card_json)
+    scripted.start(hub_url=hub_url, token=token)
+    hub.agents.append(scripted)
+    return scripted
+
+
+async def test_a_two_level_delegation_is_one_trace_whose_spans_follow_the_chain(hub, receiver):
+    worker = Worker(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="50").wait()
+    try:
+        await start_agent(hub, "alpha", worker.url)
+        await start_agent(hub, "beta", worker.url)
+        _, token = await hub.caller("director")
+        async with httpx.AsyncClient(base_url=worker.url, timeout=30) as http:
+            response = await http.post(
+                "/a2a/alpha/",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "SendMessage",
+                    "params": {
+                        "message": {
+                            "messageId": "traced-1",
+                            "role": "ROLE_USER",
+                            "parts": [{"text": "delegate beta echo deep"}],
+                        }
+                    },
+                },
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "A2A-Version": "1.0",
+                    "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01",
+                },
+            )
+        assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+        async def all_exported() -> bool:
+            return len(receiver.spans) >= 6
+
+        await eventually(all_exported, within=15)
+    finally:
+        worker.stop()
+
+    spans = receiver.spans
+    assert {span["trace"] for span in spans} == {CALLER_TRACE}
+    by_id = {span["id"]: span for span in spans}
+
+    def named(name: str, caller: str) -> dict[str, Any]:
+        [found] = [
+            s for s in spans if s["name"] == name and s["attributes"]["a2a.caller"] == caller
+        ]
+        return found
+
+    first, second = named("a2a.request", "director"), named("a2a.request", "alpha")
+    # The caller's own span is the parent of the hub's request span.
+    assert first["parent"] == CALLER_SPAN
+    assert by_id[named("a2a.decide", "director")["parent"]] is first
+    to_alpha = named("a2a.forward", "director")
+    assert by_id[to_alpha["parent"]] is first
+    # alpha's call to beta, made while the hub's forward to alpha was open, hangs under it.
+    assert by_id[second["parent"]] is to_alpha
+    assert by_id[named("a2a.forward", "alpha")["parent"]] is second
+    assert second["attributes"]["a2a.target"] == "beta"
+    assert (
+        second["attributes"]["a2a.decision"],
+        second["attributes"]["a2a.reason"],
+    ) == ("deliver", "ok")
+    assert first["attributes"]["a2a.task_id"] and first["attributes"]["a2a.context_id"]
