@@ -4,6 +4,9 @@ over OTLP/HTTP to a real receiver, one trace across the caller, the hub and the 
 from __future__ import annotations
 
 import gzip
+import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -141,3 +144,22 @@ async def test_a_two_level_delegation_is_one_trace_whose_spans_follow_the_chain(
         second["attributes"]["a2a.reason"],
     ) == ("deliver", "ok")
     assert first["attributes"]["a2a.task_id"] and first["attributes"]["a2a.context_id"]
+
+
+def test_without_an_endpoint_tracing_is_off_and_loads_nothing():
+    script = (
+        "import sys, django; django.setup()\n"
+        "from a2a_core import tracing\n"
+        "with tracing.request(caller='a', target='b', headers={}):\n"
+        "    assert tracing.now() == 0\n"
+        "print(tracing.enabled(), any(m.startswith('opentelemetry.sdk') for m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        SECRET_KEY="test-only-secret-key-not-for-production-0123456789abcdef",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["False", "False"]
