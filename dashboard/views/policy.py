@@ -63,14 +63,14 @@ def _version_rows(versions: list[PolicyVersion]) -> list[VersionRow]:
     ]
 
 
-def draft_changes(draft: PolicyDraft, active: PolicyVersion | None) -> list[str]:
-    """What saving the draft would change, in words (nothing for a draft that is not a valid
-    policy yet: saving it shows its problems instead)."""
+def draft_changes(draft: PolicyDraft, active: PolicyVersion | None) -> list[str] | None:
+    """What saving the draft would change, in words; None for a draft that is not a valid
+    policy (it has changed, but only its problems can be shown)."""
     before = active.document if active is not None else default_policy().as_document()
     try:
         after = parse_policy(draft.document()).as_document()
     except (ValidationFailed, ValueError, TypeError):
-        return []
+        return None
     return policy_changes(before, after)
 
 

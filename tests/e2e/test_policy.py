@@ -74,6 +74,7 @@ async def test_an_admin_denies_a_pair_in_the_grid_then_rolls_it_back(hub, sdk, d
     # Both problems are on screen: the first field is scrolled to, the reason is in the bar.
     await expect(page.locator('input[name="limits.perMinute"]')).to_be_in_viewport()
     await expect(page.locator("label.reason .field-error")).to_be_in_viewport()
+    await expect(unsaved).to_contain_text("Unsaved changes that are not a valid policy yet")
     await shot(page, "policy-errors-in-view")
     await expect(cell).to_have_accessible_name("alpha → echo: deny")  # the draft is kept
     await shot_from_top(page, "policy-errors")
