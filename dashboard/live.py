@@ -189,6 +189,8 @@ def _message_from(item: dict[str, Any], agents: dict[int, Agent]) -> Message:
         summary=row["summary"],
         recipients=[None] * row["recipients"],
         created_at=datetime.fromisoformat(row["created_at"]),
+        trace_id=row.get("trace_id", ""),
+        hop=row.get("hop", 1),
     )
     message.sender = agents.get(item["sender_id"])
     message.target = agents.get(item["target_id"])

@@ -108,6 +108,8 @@ ROW_FIELDS = (
     "redirected_to__slug",
     "author__username",
     "task__state",
+    "trace_id",
+    "hop",
 )
 
 

@@ -130,5 +130,7 @@ def message_item(message: Message, task: Task | None) -> dict[str, Any]:
             "detail": message.decision_detail,
             "latency_ms": message.latency_ms,
             "decision_latency_us": message.decision_latency_us,
+            "trace_id": message.trace_id,
+            "hop": message.hop,
         }
     return item

@@ -87,6 +87,12 @@ async def test_the_trace_of_a_three_level_chain_shows_each_hop_a_held_wait_and_a
     )
     await shot(page, "trace-three-levels")
 
+    # A refused call has no task; its row in the feed still leads to the trace it was part of.
+    await page.goto(f"{hub.url}/traffic/")
+    refusal = page.locator("#feed-rows tr[data-message]", has_text="loop_detected")
+    await refusal.get_by_role("link", name="trace").click()
+    await expect(page.locator(".wf-decision.refused")).to_have_text("refused: loop_detected")
+
 
 async def test_a_trace_grows_live_while_its_chain_runs(hub, sdk, dashboard):
     await db(
