@@ -66,7 +66,7 @@ _tracer: Tracer | None = None
 _configured = False
 # (trace id, agent slug) -> the open forward to that agent; task id -> a held request's span.
 _forwards: OrderedDict[tuple[str, str], Span] = OrderedDict()
-_open_by_task: dict[str, tuple[str, str]] = {}
+_open_by_task: OrderedDict[str, tuple[str, str]] = OrderedDict()
 _held: OrderedDict[str, SpanContext] = OrderedDict()
 
 
@@ -101,16 +101,6 @@ def _setup() -> Tracer | None:
 
 def enabled() -> bool:
     return (_tracer if _configured else _setup()) is not None
-
-
-def flush() -> None:
-    """Send what is batched (shutdown)."""
-    if _tracer is not None:
-        from opentelemetry import trace
-
-        provider: Any = getattr(_tracer, "_provider", None) or trace.get_tracer_provider()
-        with contextlib.suppress(Exception):
-            provider.force_flush()
 
 
 # --- the hooks ------------------------------------------------------------------------------
@@ -209,7 +199,7 @@ def forward(target: Agent, accepted: Accepted) -> str:
         _trace_id.reset(token)
     key = (accepted.trace_id, target.slug)
     _remember(_forwards, key, span)
-    _open_by_task[accepted.task_id] = key
+    _remember(_open_by_task, accepted.task_id, key)
     ctx = span.get_span_context()
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
 
@@ -231,7 +221,7 @@ def forwarded(task_id: str, *, ok: bool = True, why: str = "") -> None:
 def waited(accepted: Accepted, *, since: datetime) -> contextlib.AbstractContextManager[None]:
     """Around starting the delivery of a message a human let through: the wait for the human
     as a span, the parent of the delivery's spans."""
-    if _tracer is None:
+    if not enabled():
         return _OFF
     return _after_wait(accepted, since)
 
