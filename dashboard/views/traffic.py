@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
 
@@ -10,6 +12,8 @@ from a2a_core.schemas.envelopes import KINDS
 from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
 from dashboard.http import HtmxHttpRequest
 from dashboard.roles import viewer_required
+
+FILTER_NAMES = ("agent", "from", "to", "kind", "decision", "state", "text", "since", "until")
 
 
 @viewer_required
@@ -23,6 +27,8 @@ def traffic(request: HtmxHttpRequest) -> HttpResponse:
         "decisions": Decision.choices,
         "states": TaskState.choices,
         "live_page": "traffic",
+        # The socket starts with the page's filters: what arrives live is what a reload shows.
+        "live_query": urlencode({k: v for k, v in request.GET.items() if k in FILTER_NAMES and v}),
     }
     template = "dashboard/traffic.html#rows" if request.htmx else "dashboard/traffic.html"
     return TemplateResponse(request, template, context)

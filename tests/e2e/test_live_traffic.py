@@ -113,6 +113,15 @@ async def test_feed_filters_for_pair_text_and_state_show_the_same_live_and_after
     shown_live = await feed_ids(page)
     await page.goto(f"{hub.url}/traffic/?from=alpha&to=beta&state=completed&text=needle")
     assert await feed_ids(page) == shown_live
+    # The reloaded page's live feed keeps to the same filters.
+    await live(page)
+    await send(await sdk("beta", token), request("echo needle again, from elsewhere"))
+    await send(await sdk("alpha", token), request("delegate beta echo needle twice"))
+    await expect(rows.first).to_contain_text("needle twice")
+    await expect(rows).to_have_count(2)
+    shown_live = await feed_ids(page)
+    await page.reload()
+    assert await feed_ids(page) == shown_live
 
 
 async def test_pages_with_live_updates_log_no_errors_in_the_browser_console(hub, sdk, dashboard):
