@@ -1,0 +1,50 @@
+"""A policy change reads as words, one line per change."""
+
+from __future__ import annotations
+
+from a2a_core.policy.wording import policy_changes
+
+
+def test_every_part_of_a_policy_change_is_worded():
+    before = {
+        "matrix": [
+            {"caller": "director", "target": "ledger", "action": "allow"},
+            {"caller": "monitor", "target": "*", "action": "deny", "kinds": ["alert"]},
+        ],
+        "agentLimits": {"monitor": {"perMinute": 5}},
+    }
+    after = {
+        "routingEnabled": False,
+        "defaultAction": "deny",
+        "matrix": [
+            {"caller": "director", "target": "ledger", "action": "deny"},
+            {"caller": "ops", "target": "ledger", "action": "approve"},
+        ],
+        "limits": {"perMinute": 30},
+        "agentLimits": {"scribe": {"perHour": 100}},
+        "maxHops": 3,
+        "breaker": {"failureThreshold": 2},
+        "approvals": [],
+        "redirects": [{"targets": ["flaky"], "when": ["circuit_open"], "to": "ping"}],
+    }
+
+    assert policy_changes(before, after) == [
+        "routing: running → stopped",
+        "pairs without a rule: allow → deny",
+        "director → ledger: allow → deny",
+        "monitor → * (only kinds alert): rule removed (was deny)",
+        "ops → ledger: needs approval (new rule)",
+        "limits: messages per minute: 600 → 30",
+        "monitor's own limits removed",
+        "scribe's own limits added",
+        "scribe's limits: messages per hour: 20000 → 100",
+        "longest delegation chain (hops): 5 → 3",
+        "circuit breaker: failures before it opens: 5 → 2",
+        "approval rule removed: escalations need a human",
+        "redirect rule removed: * when suspended, circuit_open → another agent with the skill",
+        "redirect rule added: flaky when circuit_open → ping",
+    ]
+
+
+def test_the_same_policy_written_two_ways_has_no_changes():
+    assert policy_changes({}, {"defaultAction": "allow", "maxHops": 5}) == []
