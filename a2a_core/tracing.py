@@ -64,9 +64,10 @@ _trace_id: contextvars.ContextVar[int] = contextvars.ContextVar("a2a_trace_id", 
 _lock = threading.Lock()
 _tracer: Tracer | None = None
 _configured = False
-# (trace id, agent slug) -> the open forward to that agent; task id -> a held request's span.
-_forwards: OrderedDict[tuple[str, str], Span] = OrderedDict()
-_open_by_task: OrderedDict[str, tuple[str, str]] = OrderedDict()
+# task id -> the open forward of that task; (trace id, agent slug) -> the task last forwarded
+# to that agent in that trace; task id -> a held request's span.
+_forwards: OrderedDict[str, Span] = OrderedDict()
+_working: OrderedDict[tuple[str, str], str] = OrderedDict()
 _held: OrderedDict[str, SpanContext] = OrderedDict()
 
 
@@ -145,7 +146,8 @@ def routed(accepted: Accepted | None, *, reason: str = "", started: int = 0) -> 
     assert _tracer is not None
     parent = _remote(state.traceparent)
     if parent is None and accepted is not None and accepted.depth > 0:
-        forward = _forwards.get((accepted.trace_id, state.caller))
+        task_id = _working.get((accepted.trace_id, state.caller), "")
+        forward = _forwards.get(task_id)
         parent = forward.get_span_context() if forward is not None else None
     context = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
     attributes = _attributes(accepted, caller=state.caller, target=state.target, reason=reason)
@@ -197,9 +199,8 @@ def forward(target: Agent, accepted: Accepted) -> str:
         )
     finally:
         _trace_id.reset(token)
-    key = (accepted.trace_id, target.slug)
-    _remember(_forwards, key, span)
-    _remember(_open_by_task, accepted.task_id, key)
+    _remember(_forwards, accepted.task_id, span)
+    _remember(_working, (accepted.trace_id, target.slug), accepted.task_id)
     ctx = span.get_span_context()
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
 
@@ -208,8 +209,7 @@ def forwarded(task_id: str, *, ok: bool = True, why: str = "") -> None:
     """The forward of task `task_id` is over (the agent answered, or it failed)."""
     if _tracer is None:
         return
-    key = _open_by_task.pop(task_id, None)
-    span = _forwards.pop(key, None) if key is not None else None
+    span = _forwards.pop(task_id, None)
     if span is not None:
         if not ok:
             from opentelemetry import trace
