@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from dataclasses import dataclass, field
+from collections import Counter, OrderedDict
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -48,25 +48,26 @@ MAX_BACKLOG = 50
 REFRESH_SECONDS = 1.0
 
 
-# How many message rows (and their tasks) a consumer remembers having shown.
-SHOWN_LIMIT = 1000
+# The most rows a feed keeps (static/js/hub.js drops older ones from the page).
+FEED_ROWS = 300
 
 
-@dataclass
 class Shown:
-    """What a page's feed shows: so a message gets one row, and in-place updates (a latency, a
-    task's state) go only to rows that are there."""
+    """The rows a page's feed shows, oldest first: so a message gets one row, and in-place
+    updates (a latency, a task's state) go only to rows that are there."""
 
-    messages: set[int] = field(default_factory=set)
-    tasks: set[str] = field(default_factory=set)
+    def __init__(self) -> None:
+        self.rows: OrderedDict[int, str] = OrderedDict()  # message pk -> its task id
+        self.tasks: Counter[str] = Counter()
 
     def add(self, message_pk: int, task_id: str) -> None:
-        if len(self.messages) >= SHOWN_LIMIT:
-            self.messages.clear()
-            self.tasks.clear()
-        self.messages.add(message_pk)
-        if task_id:
-            self.tasks.add(task_id)
+        self.rows[message_pk] = task_id
+        self.tasks[task_id] += 1
+        if len(self.rows) > FEED_ROWS:
+            _, dropped = self.rows.popitem(last=False)
+            self.tasks[dropped] -= 1
+            if self.tasks[dropped] <= 0:
+                del self.tasks[dropped]
 
 
 def feed_rows(filters: TrafficFilter, *, agent_id: int | None) -> tuple[str, Shown]:
@@ -84,7 +85,7 @@ def feed_shown(filters: TrafficFilter) -> Shown:
 
 def _shown(rows: list[Message]) -> Shown:
     shown = Shown()
-    for message in rows:
+    for message in reversed(rows):  # newest first: the oldest is added first
         shown.add(message.pk, message.task_id or "")
     return shown
 
@@ -210,7 +211,7 @@ class DashboardConsumer(Consumer):
         parts = []
         rows = []
         for row in update.rows:
-            if row.message_pk in self.shown.messages or not row.passes(self.filters, self.agent_id):
+            if row.message_pk in self.shown.rows or not row.passes(self.filters, self.agent_id):
                 continue
             self.shown.add(row.message_pk, row.task_id)
             rows.append(row.html)
@@ -221,7 +222,7 @@ class DashboardConsumer(Consumer):
             # A task's new state may move rows into or out of the filter: draw it anew.
             self.reloading = asyncio.get_running_loop().create_task(self._reload_soon())
         parts.extend(update.task_states[pk] for pk in changed)
-        parts.extend(html for pk, html in update.latencies.items() if pk in self.shown.messages)
+        parts.extend(html for pk, html in update.latencies.items() if pk in self.shown.rows)
         return parts
 
     async def _reload_soon(self) -> None:

@@ -176,3 +176,16 @@ def test_a_request_row_drawn_before_its_answer_shows_the_latency_when_the_answer
     assert f"latency-{request.pk}" not in paused.frame(
         render_update([e for e in events if e[0] == "traffic"])
     )
+
+
+def test_no_update_goes_to_a_row_the_page_has_dropped_for_newer_ones(pair):
+    caller, target = pair
+    page = open_page("traffic")
+    oldest = record_message(caller, target, summary="the oldest row")
+    page.shown = feed_shown(TrafficFilter())
+    for pk in range(10**6, 10**6 + 300):  # 300 newer rows push it off the page
+        page.shown.add(pk, "")
+
+    update = render_update(traffic({"type": "answered", "message_pk": oldest.pk, "latency_ms": 9}))
+
+    assert f"latency-{oldest.pk}" not in page.frame(update)
