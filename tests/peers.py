@@ -28,6 +28,8 @@ SCRIPTS = Path(__file__).resolve().parent / "peer_scripts"
 PEERS: dict[str, list[str]] = {
     "adk": ["google-adk[a2a]==2.13.0", "uvicorn"],
     "fasta2a": ["fasta2a==2.1.1", "uvicorn"],
+    "handler": ["a2a-handler==0.4.0"],
+    "maf": ["agent-framework-a2a==1.0.0b261022"],
     "sdk03": ["a2a-sdk[http-server]==0.3.26", "httpx", "uvicorn"],
 }
 

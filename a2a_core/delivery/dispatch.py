@@ -607,18 +607,22 @@ async def stop_pumps() -> None:
 # --- streams ------------------------------------------------------------------------------
 
 
-def _events_after(task_id: str, seq: int) -> tuple[list[tuple[int, str, dict[str, Any]]], str]:
+def _events_after(task_id: str, seq: int) -> tuple[list[tuple[int, str, dict[str, Any]]], str, int]:
+    """The task's events after `seq`, its state, and the seq of the event that state came
+    with."""
     # The state first: a task's state and its events commit together, so the events read
     # after it include every event up to that state, even if another writer (another worker,
     # or the loop's own thread) commits between the two reads. The other way round, a stream
     # could see the task ended without its last event.
-    state = TaskRow.objects.filter(pk=task_id).values_list("state", flat=True).first() or ""
+    state, state_seq = TaskRow.objects.filter(pk=task_id).values_list(
+        "state", "event_seq"
+    ).first() or ("", 0)
     rows = list(
         TaskEvent.objects.filter(task_id=task_id, seq__gt=seq)
         .order_by("seq")
         .values_list("seq", "kind", "payload")
     )
-    return rows, state
+    return rows, state, state_seq
 
 
 def _snapshot(task_id: str, history_length: int | None) -> tuple[dict[str, Any], int, str]:
@@ -629,7 +633,9 @@ def _snapshot(task_id: str, history_length: int | None) -> tuple[dict[str, Any],
 async def follow(
     task_id: str, *, after: int, stop_on_interrupt: bool
 ) -> AsyncIterator[dict[str, Any]]:
-    """Yield the task's status and artifact events after `after`, in order, until it ends."""
+    """Yield the task's status and artifact events after `after`, in order, until it ends
+    (or, with `stop_on_interrupt`, until it needs input or auth after `after`: a message that
+    answers the task's question finds it still waiting until the agent takes the answer)."""
     layer = get_channel_layer()
     channel = await layer.new_channel() if layer else ""
     if layer:
@@ -637,12 +643,13 @@ async def follow(
     try:
         last = after
         while True:
-            rows, state = await db(_events_after, task_id, last)
+            rows, state, state_seq = await db(_events_after, task_id, last)
             for seq, kind, payload in rows:
                 last = seq
                 if kind in (TaskEventKind.STATUS, TaskEventKind.ARTIFACT):
                     yield payload
-            if state in TERMINAL_STATES or (stop_on_interrupt and state in INTERRUPTED_STATES):
+            interrupted = stop_on_interrupt and state in INTERRUPTED_STATES and state_seq > after
+            if state in TERMINAL_STATES or interrupted:
                 return
             try:
                 async with asyncio.timeout(POLL_SECONDS):
@@ -658,13 +665,18 @@ async def follow(
 
 
 async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterator[Any]:
-    """SendStreamingMessage: the task first, then its events until it ends or needs input."""
+    """SendStreamingMessage: the task first (unless the message answers the task's question),
+    then its events until it ends or needs input."""
     inline_push = await _inline_push(request)
     accepted = await _accept(call, request)
     await _save_push(call, request, accepted, inline_push)
     view, seq, state = await db(_snapshot, accepted.task_id, None)
-    yield _task(view)
-    if accepted.duplicate or accepted.decision == "hold":
+    settled = accepted.duplicate or accepted.decision == "hold"
+    # A message answering the agent's question: as the agent's own stream does, this one
+    # starts with the task moving on, not with the task as it was, still asking.
+    if settled or state not in INTERRUPTED_STATES:
+        yield _task(view)
+    if settled:
         if state in TERMINAL_STATES or state in INTERRUPTED_STATES:
             return
     else:
