@@ -72,21 +72,30 @@ def by_conversation(lines: list[dict[str, Any]], count: int) -> list[Any]:
     ]
 
 
-async def side_by_side(hub: Any, peer_name: str, script: str, *args: str) -> tuple[Any, Any]:
+async def side_by_side(
+    hub: Any, peer_name: str, script: str, *args: str, version: str = "1.0"
+) -> tuple[Any, Any]:
     """What `script` of the peer prints given the scripted agent's card URL and "-" (no token),
     and given the agent's card at the hub and a caller's hub token, `args` following (both run
     at once, against the same agent)."""
-    agent, _, _ = await hub.endpoint_agent("scripted")
+    agent, _, _ = await hub.endpoint_agent("scripted", version=version)
     _, token = await hub.caller("user")
     python = peer(peer_name)
     direct = PeerProcess(python, script, f"{agent.url}{CARD}", "-", *args)
     through = PeerProcess(python, script, f"{hub.url}/a2a/scripted{CARD}", token, *args)
-    return json_lines(direct.run()), json_lines(through.run())
+    outputs = json_lines(direct.run()), json_lines(through.run())
+    # Every call reached the agent in its own protocol version, from the client and the hub.
+    calls = [r for r in agent.state.requests if "content-type" in r]
+    assert {r["a2a-version"] for r in calls} == {version}
+    return outputs
 
 
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
 @pytest.mark.parametrize("mode", ["send", "stream"])
-async def test_adk_remote_a2a_agent_shows_the_same_events_through_the_hub(hub, mode):
-    direct, through = await side_by_side(hub, "adk", "adk_client.py", mode, *CONVERSATIONS)
+async def test_adk_remote_a2a_agent_shows_the_same_events_through_the_hub(hub, mode, version):
+    direct, through = await side_by_side(
+        hub, "adk", "adk_client.py", mode, *CONVERSATIONS, version=version
+    )
 
     count = len(CONVERSATIONS)
     straight, relayed = by_conversation(direct, count), by_conversation(through, count)
