@@ -149,6 +149,9 @@ async def test_a2a_handler_cli_prints_the_same_through_the_hub(hub, tmp_path):
             env={"HOME": str(tmp_path / side), "TOKEN": token},
         )
 
+    def continuing(task: dict[str, Any]) -> list[str]:
+        return ["--task-id", task["id"], "--context-id", task["contextId"]]
+
     def both(*args: str, output: str = "text") -> tuple[str, str]:
         direct, through = (handler(side, *args, output=output) for side in SIDES)
         return direct.run(), through.run()
@@ -164,10 +167,13 @@ async def test_a2a_handler_cli_prints_the_same_through_the_hub(hub, tmp_path):
     mine = {k: v for k, v in card.items() if k not in ("supportedInterfaces", "capabilities")}
     assert {k: card_at_hub[k] for k in mine} == mine
 
-    for args in [("--text", "echo hi"), ("--text", "stream 3", "--stream")]:
+    for args, shown in [
+        (("--text", "echo hi"), "echo: hi"),
+        (("--text", "stream 3", "--stream"), "chunk 0;chunk 1;chunk 2;"),
+    ]:
         direct, through = both("message", "send", *args)
         assert placeholders(through) == placeholders(direct), args
-    assert "chunk 0;chunk 1;chunk 2;" in through
+        assert shown in through
 
     asked, asked_at_hub = (
         json.loads(out)
@@ -175,11 +181,20 @@ async def test_a2a_handler_cli_prints_the_same_through_the_hub(hub, tmp_path):
     )
     assert placeholders(asked_at_hub) == placeholders(asked)
     assert asked_at_hub["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    direct, through = (
-        handler(side, "message", "send", "--text", "blue", "--task-id", task["id"])
+    answering = [
+        handler(side, "message", "send", "--text", "blue", *continuing(task))
+        for side, task in zip(SIDES, [asked, asked_at_hub], strict=True)
+    ]
+    assert [run.run() for run in answering] == ["answer: blue\n"] * 2
+    # The task as the agent has it now, and as the hub does.
+    got, got_at_hub = (
+        json.loads(handler(side, "task", "get", task["id"], output="json").run())
         for side, task in zip(SIDES, [asked, asked_at_hub], strict=True)
     )
-    assert through.run() == direct.run() == "answer: blue\n"
+    assert placeholders(got_at_hub) == placeholders(got)
+    assert [m["parts"] for m in got_at_hub["history"]] == [
+        [{"text": text}] for text in ["ask what colour?", "what colour?", "blue"]
+    ]
 
     failed, failed_at_hub = (
         json.loads(out) for out in both("message", "send", "--text", "fail it broke", output="json")
