@@ -27,6 +27,7 @@ from tests.a2a_core.protocol.helpers import (
     stored_messages,
     stored_task,
 )
+from tests.a2a_core.protocol.test_metadata import direct_client
 
 pytestmark = [pytest.mark.live, pytest.mark.parametrize("binding", BINDINGS)]
 
@@ -189,6 +190,37 @@ async def test_input_required_is_continued_with_the_same_task_id(hub, sdk, bindi
         ("reply", "agent"),
         ("request", "user"),
     ]
+
+
+async def test_a_streamed_answer_to_a_question_streams_what_the_agent_does(hub, sdk, binding):
+    scripted, _, _ = await hub.endpoint_agent("asker")
+    _, token = await hub.caller("alpha")
+    through = await sdk("asker", token, binding=binding, streaming=True)
+    direct = await direct_client(hub, scripted.url, streaming=True)
+
+    streams = []
+    for client in (direct, through):
+        asked = await collect(client.send_message(request("ask which colour?")))
+        task = asked[0]["task"]
+        answer = request("blue", task_id=task["id"], context_id=task["contextId"])
+        streams.append(
+            [
+                (kind, event.get("status", {}).get("state"))
+                for item in await collect(client.send_message(answer))
+                for kind, event in item.items()
+            ]
+        )
+
+    # No task first (still asking): the stream goes on from the question to the answer.
+    assert (
+        streams[1]
+        == streams[0]
+        == [
+            ("statusUpdate", "TASK_STATE_WORKING"),
+            ("artifactUpdate", None),
+            ("statusUpdate", "TASK_STATE_COMPLETED"),
+        ]
+    )
 
 
 async def test_multi_turn_conversation_keeps_one_context(hub, sdk, binding):
