@@ -249,6 +249,11 @@ def task_view(
             view["artifacts"] = artifacts
     if history_length != 0:
         messages = task.messages.exclude(decision=Decision.REJECT).order_by("created_at", "pk")
+        current = (task.status_message or {}).get("messageId")
+        if task.remote_task_id and current:
+            # As the agent's own task shows it: the message of the current status joins the
+            # history only once the status moves on (the a2a-sdk's task manager does so).
+            messages = messages.exclude(direction=Direction.REPLY, message_id=current)
         if history_length:
             messages = messages.reverse()[:history_length]
             history = [message_view(m, task) for m in reversed(list(messages))]
