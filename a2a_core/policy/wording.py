@@ -99,7 +99,10 @@ def _approval(rule: dict[str, Any]) -> str:
 
 
 def _redirect(rule: dict[str, Any]) -> str:
-    to = rule.get("to") or "another agent with the skill"
+    named = rule.get("to") or []
+    if isinstance(named, str):  # documents from before a rule named several agents
+        named = [named]
+    to = " or ".join(named) or "another agent with the skill"
     return f"{', '.join(rule['targets'])} when {', '.join(rule['when'])} → {to}"
 
 
