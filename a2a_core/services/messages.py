@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -416,8 +415,13 @@ def _refusal(plan: _Plan, judged: Judged) -> PolicyRejected:
 def accept_batch(
     items: Sequence[Inbound], *, find_duplicates: bool = True
 ) -> list[Accepted | HubError]:
-    """Accept messages (call inside a transaction); see `messages_accept`.
+    """Accept messages, inside the caller's transaction (the group commit of
+    `a2a_core.services.writes`).
 
+    A message with a `taskId` continues that task (the caller must be the task's caller, its
+    context must match and it must not be terminal); without one a new task is created with a
+    server-generated id. A call made while the caller works on task T (T given as
+    `metadata.a2aHub.parentTaskId` or the `A2A-Hub-Parent-Task` header) becomes a child of T.
     Each message is checked, placed in a task and judged by the coordinator in order; every
     message is recorded with the decision, including those it refuses (their callers get a
     `PolicyRejected`). A retry — the same caller, messageId, target and content as a message
@@ -582,51 +586,6 @@ def _earlier(items: Sequence[Inbound]) -> dict[tuple[int, str, str], tuple[Any, 
         if (found[5], found[6], found[7]) in keys and found[4] is not None:
             earlier[(found[5], found[6], found[7])] = found
     return earlier
-
-
-def messages_accept(items: Sequence[Inbound]) -> list[Accepted | HubError]:
-    """Accept several messages in one transaction (group commit); see `message_accept`.
-
-    Returns, for each item in order, its `Accepted` or the `HubError` that refused it (nothing
-    of a refused message is written). If two concurrent retries of one messageId race past
-    the duplicate check, the batch is replayed one message at a time and the later retry
-    finds the earlier one.
-    """
-    try:
-        with transaction.atomic():
-            return accept_batch(items)
-    except IntegrityError:
-        results: list[Accepted | HubError] = []
-        for item in items:
-            with transaction.atomic():
-                results.extend(accept_batch([item]))
-        return results
-
-
-def message_accept(
-    *,
-    caller: Agent,
-    target: Agent,
-    message: dict[str, Any],
-    request_metadata: dict[str, Any] | None = None,
-    parent_hint: str = "",
-    traceparent: str = "",
-) -> Accepted:
-    """Validate a caller's A2A message, place it in a task and commit it.
-
-    A message with a `taskId` continues that task (the caller must be the task's caller,
-    its context must match and it must not be terminal); without one a new task is created
-    with a server-generated id. A call made while the caller works on task T (T given as
-    `metadata.a2aHub.parentTaskId` or the `A2A-Hub-Parent-Task` header) becomes a child of T.
-    Retrying the same message (same `messageId`, target and content) returns the first
-    attempt's task without recording anything; see `accept_batch`.
-    Raises `ValidationFailed`, `NotFound` or `IllegalTransition`; nothing is written then.
-    """
-    item = Inbound(caller, target, message, request_metadata or {}, parent_hint, traceparent)
-    [result] = messages_accept([item])
-    if isinstance(result, HubError):
-        raise result
-    return result
 
 
 def request_answered_by(*, caller: Agent, target: Agent, message: dict[str, Any]) -> str | None:
