@@ -91,12 +91,12 @@ async def _outbox() -> None:
             while await outbox_run_once():
                 pass
         except Exception:
-            log.debug("outbox pass failed", exc_info=True)
+            log.warning("outbox pass failed", exc_info=True)
         try:
             while await fanout_run_once():
                 pass
         except Exception:
-            log.debug("fan-out pass failed", exc_info=True)
+            log.warning("fan-out pass failed", exc_info=True)
 
 
 def _sweep(now: float, last_cleanup: float) -> float:
@@ -122,7 +122,7 @@ async def _sweeper() -> None:
         try:
             last_cleanup = await db(_sweep, time.time(), last_cleanup)
         except Exception:
-            log.debug("sweep failed", exc_info=True)
+            log.warning("sweep failed", exc_info=True)
         await _end_revoked_sessions(None)
 
 
@@ -153,7 +153,7 @@ async def _follower() -> None:
             try:
                 await follow_due()
             except Exception:
-                log.debug("follow pass failed", exc_info=True)
+                log.warning("follow pass failed", exc_info=True)
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
     finally:
         await stop_followers()
@@ -169,7 +169,7 @@ async def _pusher() -> None:
             try:
                 await pusher.run_once()
             except Exception:
-                log.debug("push pass failed", exc_info=True)
+                log.warning("push pass failed", exc_info=True)
     finally:
         await pusher.close()
 

@@ -137,7 +137,7 @@ async def _renew(task_id: str, claim: str, follower: asyncio.Task[None]) -> None
         try:
             held = await db(follow_renew, task_id=task_id, claim=claim, lease=lease)
         except Exception:
-            log.debug("renewing a follow lease failed", exc_info=True)
+            log.warning("renewing a follow lease failed", exc_info=True)
             continue
         if not held:
             follower.cancel()
