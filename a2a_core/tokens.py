@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Mapping
 
 TOKEN_PREFIX = "a2ah_"
 
@@ -20,3 +21,13 @@ def token_hash(token: str) -> str:
 def token_prefix(token: str) -> str:
     """The first characters, so humans can tell tokens apart without seeing them."""
     return token[: len(TOKEN_PREFIX) + 6]
+
+
+def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The token of an `Authorization: Bearer ...` header: None without the header, '' when
+    it has another scheme."""
+    value = headers.get("authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""

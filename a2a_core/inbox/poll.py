@@ -38,8 +38,8 @@ from a2a_core.errors import (
 from a2a_core.inbox.access import Session, WrongMode, inbox_agent, session_close, session_open
 from a2a_core.inbox.protocol import answer
 from a2a_core.models import Agent, Transport
-from a2a_core.protocol.gate import bearer_token
 from a2a_core.services.inbox import inbox_claim, inbox_connect, inbox_group
+from a2a_core.tokens import bearer_token
 
 MAX_WAIT_SECONDS = 55.0
 MAX_FRAMES = 100

@@ -33,12 +33,12 @@ from a2a_core.protocol.errors import http_status
 from a2a_core.protocol.gate import (
     AgentGate,
     authenticate,
-    bearer_token,
     refusal_headers,
     unauthenticated,
 )
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
 from a2a_core.protocol.signing import JWKS_PATH, jwks_endpoint
+from a2a_core.tokens import bearer_token
 
 
 class HubContextBuilder(DefaultServerCallContextBuilder):

@@ -34,6 +34,7 @@ from a2a_core.protocol.errors import (
 from a2a_core.protocol.identity import agent_for_jwt, looks_like_jwt
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.services.agents import RESERVED_SLUGS
+from a2a_core.tokens import bearer_token
 
 CALL_SCOPE_KEY = "hub.call"
 # Deepest nesting of arrays and objects a request body may have.
@@ -80,14 +81,6 @@ async def error_response(
         }
     )
     await send({"type": "http.response.body", "body": data})
-
-
-def bearer_token(headers: Headers) -> str | None:
-    value = headers.get("authorization")
-    if value is None:
-        return None
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 async def read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
