@@ -268,6 +268,14 @@ HUB_JWKS_REFRESH_COOLDOWN = env_float("HUB_JWKS_REFRESH_COOLDOWN", 30.0)
 # Public base URL used when cards are rewritten to point at the hub; empty = from the request.
 HUB_PUBLIC_URL = os.environ.get("HUB_PUBLIC_URL", "").rstrip("/")
 HUB_NAME = os.environ.get("HUB_NAME", "A2A Hub")
+# The gRPC binding's port in each server process; 0 or "off": no gRPC. `a2a serve` (and a
+# worker started on its own) defaults it to the HTTP port + 1.
+HUB_GRPC_PORT = (
+    0 if os.environ.get("HUB_GRPC_PORT", "").lower() == "off" else env_int("HUB_GRPC_PORT", 0)
+)
+HUB_GRPC_HOST = os.environ.get("HUB_GRPC_HOST", "127.0.0.1")
+# The gRPC address (host:port) cards give; empty = the host callers used, with HUB_GRPC_PORT.
+HUB_GRPC_PUBLIC_ADDRESS = os.environ.get("HUB_GRPC_PUBLIC_ADDRESS", "")
 # Hard limits on what one A2A request may carry.
 HUB_MAX_BODY_BYTES = env_int("HUB_MAX_BODY_BYTES", 1024 * 1024)
 HUB_MAX_PARTS = env_int("HUB_MAX_PARTS", 64)

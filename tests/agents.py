@@ -39,6 +39,7 @@ from a2a.helpers import (
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.grpc_handler import GrpcHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import (
@@ -58,7 +59,7 @@ from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
-from tests.servers import ServerThread, free_port
+from tests.servers import GrpcServerThread, ServerThread, free_port
 
 # What the `meta` and `metareply` scripts put on what they send.
 META: dict[str, dict[str, Any]] = {
@@ -247,6 +248,8 @@ def agent_card(
         AgentInterface(url=f"{url}/", protocol_binding="JSONRPC", protocol_version=version),
         AgentInterface(url=f"{url}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"),
     ]
+    if binding == "GRPC":  # `url` is the gRPC address; the agent speaks nothing else
+        interfaces = [AgentInterface(url=url, protocol_binding="GRPC", protocol_version="1.0")]
     if binding == "HTTP+JSON":
         interfaces.reverse()
     return AgentCard(
@@ -298,7 +301,9 @@ class ScriptedAgent:
     ) -> None:
         self.name = name
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        # binding "GRPC": served with the SDK's gRPC server only, at host:port.
+        grpc_only = binding == "GRPC"
+        self.url = f"127.0.0.1:{self.port}" if grpc_only else f"http://127.0.0.1:{self.port}"
         self.state = AgentState()
         # version "0.3": the card offers JSON-RPC in A2A 0.3 (the SDK's compatibility mode).
         self.card = agent_card(
@@ -310,6 +315,10 @@ class ScriptedAgent:
             task_store=InMemoryTaskStore(),
             agent_card=self.card,
         )
+        self.server: ServerThread | GrpcServerThread
+        if grpc_only:
+            self.server = GrpcServerThread(GrpcHandler(handler), port=self.port)
+            return
         app = Starlette(
             routes=[
                 *create_agent_card_routes(self.card),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
 from typing import Any
 
+import grpc
+import grpc.aio
 import uvicorn
 
 
@@ -48,4 +51,44 @@ class ServerThread:
 
     def stop(self) -> None:
         self.server.should_exit = True
+        self.thread.join(10)
+
+
+class GrpcServerThread:
+    """Serve an A2A gRPC servicer (the a2a-sdk's `GrpcHandler`) on 127.0.0.1:`port` in a
+    thread with its own event loop, until `stop()`."""
+
+    def __init__(self, servicer: Any, *, port: int | None = None) -> None:
+        self.servicer = servicer
+        self.port = port or free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._stopped: asyncio.Event | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"grpc-{self.port}")
+
+    def _run(self) -> None:
+        self.loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        from a2a.types import a2a_pb2_grpc
+
+        server = grpc.aio.server()
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(self.servicer, server)
+        server.add_insecure_port(self.address)
+        await server.start()
+        self._stopped = asyncio.Event()
+        self._started.set()
+        await self._stopped.wait()
+        await server.stop(0.5)
+
+    def start(self) -> GrpcServerThread:
+        self.thread.start()
+        if not self._started.wait(15):
+            raise RuntimeError(f"gRPC server on port {self.port} did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._stopped is not None:
+            self.loop.call_soon_threadsafe(self._stopped.set)
         self.thread.join(10)

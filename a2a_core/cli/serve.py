@@ -70,6 +70,14 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+def grpc_port(port: int) -> int:
+    """The gRPC port the hub serves beside HTTP `port`: HUB_GRPC_PORT, else `port` + 1;
+    0 when HUB_GRPC_PORT is 0 or "off"."""
+    if os.environ.get("HUB_GRPC_PORT", "") == "":
+        return port + 1
+    return int(settings.HUB_GRPC_PORT)
+
+
 def hub_process(
     host: str, port: int, workers: int, server: str, metrics_dir: str, *, quiet: bool = False
 ) -> Callable[[], subprocess.Popen[bytes]]:
@@ -77,6 +85,8 @@ def hub_process(
     listens on the port itself (see `a2a_core.cli.worker`)."""
     # Each worker keeps its share of every per-agent limit (see a2a_core.delivery.slots).
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings", HUB_WORKERS=str(workers))
+    env["HUB_GRPC_PORT"] = str(grpc_port(port))
+    env.setdefault("HUB_GRPC_HOST", host)
     if quiet:
         # With the demo's traffic, a log line per call would bury the demo's own lines.
         env.setdefault("HUB_LOG_LEVEL", "WARNING")
@@ -131,6 +141,12 @@ def serve(args: argparse.Namespace, out: Any) -> None:
         raise fail("several workers need REDIS_URL (their events travel through Redis)")
     if not _port_free(args.host, args.port):
         raise fail(f"port {args.port} on {args.host} is in use; pick another with --port")
+    grpc = grpc_port(args.port)
+    if grpc and not _port_free(args.host, grpc):
+        raise fail(
+            f"port {grpc} on {args.host} (gRPC) is in use; pick another with HUB_GRPC_PORT, "
+            "or turn gRPC off with HUB_GRPC_PORT=off"
+        )
     password = fresh_admin_login()
     metrics_dir = ""
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -171,6 +187,9 @@ def serve(args: argparse.Namespace, out: Any) -> None:
         out.write(
             f"  Agents reach the hub at {base}/a2a/<agent>/ (card: /.well-known/agent-card.json)"
         )
+        if grpc:
+            host = f"[{args.host}]" if ":" in args.host else args.host
+            out.write(f"  and over gRPC at {host}:{grpc} (tenant: the agent's name)")
         if demo is not None:
             out.write(f"  {demo.summary()}")
         out.write(

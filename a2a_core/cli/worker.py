@@ -2,7 +2,8 @@
 
     python -m a2a_core.cli.worker HOST PORT
 
-Every worker binds HOST:PORT with SO_REUSEPORT, so the kernel spreads new connections over
+Every worker binds HOST:PORT (and the gRPC port, HOST:PORT+1 unless HUB_GRPC_PORT says
+otherwise) with SO_REUSEPORT, so the kernel spreads new connections over
 the workers by their addresses. (uvicorn's own `--workers` shares one listening socket:
 whichever worker is accepting takes the next connection, and a caller that opens its
 connection pool in a burst lands all of it on one worker while the others idle.)
@@ -11,6 +12,7 @@ connection pool in a burst lands all of it on one worker while the others idle.)
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sys
 
@@ -26,7 +28,15 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def grpc_defaults(host: str, port: int) -> None:
+    """gRPC on the HTTP port + 1 and the same host, unless HUB_GRPC_PORT/HUB_GRPC_HOST say
+    otherwise (read by the settings, which load after this)."""
+    os.environ.setdefault("HUB_GRPC_PORT", str(port + 1))
+    os.environ.setdefault("HUB_GRPC_HOST", host)
+
+
 def run(host: str, port: int) -> None:
+    grpc_defaults(host, port)
     config = uvicorn.Config(
         "config.asgi:application",
         log_level="warning",

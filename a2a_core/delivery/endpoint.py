@@ -9,8 +9,11 @@ import re
 from collections.abc import AsyncGenerator
 from contextvars import ContextVar
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
+import grpc
+import grpc.aio
 import httpx
 from a2a.client import ClientCallContext, ClientConfig, ClientFactory
 from a2a.client.client import Client
@@ -219,6 +222,8 @@ class EndpointForwarder:
             transport=AiohttpTransport(client=self._session), timeout=httpx.Timeout(30.0)
         )
         self._clients: dict[tuple[int, str, bool], Client] = {}
+        # gRPC agents: one channel per address, shared by every client for it.
+        self._channels: dict[str, grpc.aio.Channel] = {}
         self.slots = Slots()
 
     def _client(self, agent: Agent, *, streaming: bool) -> Client:
@@ -232,9 +237,11 @@ class EndpointForwarder:
                     # A blocking call must not stream even when the card allows it.
                     streaming=streaming,
                     httpx_client=self._http,
+                    grpc_channel_factory=self._channel,
                     supported_protocol_bindings=[
                         TransportProtocol.JSONRPC.value,
                         TransportProtocol.HTTP_JSON.value,
+                        TransportProtocol.GRPC.value,
                     ],
                 )
             )
@@ -245,6 +252,20 @@ class EndpointForwarder:
                 del self._clients[old]
             self._clients[key] = client
         return client
+
+    def _channel(self, url: str) -> grpc.aio.Channel:
+        """The channel to a gRPC agent's address: `host:port`, or a URL (`https://` for
+        TLS; `grpc://` or `http://` for plaintext)."""
+        channel = self._channels.get(url)
+        if channel is None:
+            parts = urlsplit(url if "://" in url else f"grpc://{url}")
+            target = parts.netloc or parts.path
+            if parts.scheme in ("https", "grpcs"):
+                channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials())
+            else:
+                channel = grpc.aio.insecure_channel(target)
+            self._channels[url] = channel
+        return channel
 
     def _jsonrpc_transport(
         self, card: AgentCard, url: str, config: ClientConfig
@@ -423,6 +444,9 @@ class EndpointForwarder:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
         await self._http.aclose()
         await self._session.close()
 
@@ -439,8 +463,16 @@ def _timeout_or_unreachable(exc: BaseException, agent: Agent, timeout: float) ->
     return AgentTimeout(f"{agent.slug} did not answer within {timeout:g} s")
 
 
+# What the SDK's transports say when the agent's server could not be reached.
+_UNREACHABLE = (
+    "Network communication error",
+    "HTTP client is closed",
+    "gRPC Error UNAVAILABLE",
+)
+
+
 def _transport_failure(text: str) -> TargetUnavailable:
-    if "Network communication error" in text or "HTTP client is closed" in text:
+    if any(sign in text for sign in _UNREACHABLE):
         return AgentUnreachable(f"unreachable: {text}")
     return AgentFailed(f"failed: {text}")
 

@@ -61,9 +61,12 @@ class StartedFirst:
 
 async def startup() -> None:
     from a2a_core import runtime
+    from a2a_core.protocol import grpc_binding
 
     await events.bind_to_running_loop()
     await runtime.start()
+    if grpc_binding.enabled():
+        await grpc_binding.start()
 
 
 async def shutdown() -> None:
@@ -71,7 +74,9 @@ async def shutdown() -> None:
     from a2a_core.asyncdb import close_loop_connection
     from a2a_core.delivery.dispatch import stop_pumps
     from a2a_core.delivery.endpoint import close_forwarder
+    from a2a_core.protocol import grpc_binding
 
+    await grpc_binding.stop()
     await runtime.stop()
     await stop_pumps()
     await close_forwarder()

@@ -39,6 +39,7 @@ from starlette.responses import JSONResponse, Response
 
 from a2a_core.asyncdb import db
 from a2a_core.models import Agent
+from a2a_core.protocol import grpc_binding
 from a2a_core.protocol.signing import sign
 from a2a_core.schemas.envelopes import ENVELOPE_EXTENSION
 
@@ -58,18 +59,30 @@ def base_url(request: Request) -> str:
     return settings.HUB_PUBLIC_URL or f"{request.url.scheme}://{request.url.netloc}"
 
 
-def hub_interfaces(base: str, path: str) -> list[AgentInterface]:
-    """Both bindings in 1.0, then both in 0.3: 0.3 clients are served on the same endpoints
-    (they send no A2A-Version), and the 0.3 view of the card lists the 0.3 ones."""
+def hub_interfaces(base: str, path: str, *, tenant: str = "") -> list[AgentInterface]:
+    """Both HTTP bindings in 1.0, then both in 0.3: 0.3 clients are served on the same
+    endpoints (they send no A2A-Version), and the 0.3 view of the card lists the 0.3 ones.
+    Then gRPC (1.0), when the hub serves it: one address for every agent, `tenant` (the
+    agent's slug; none for the hub itself) says which."""
     urls = {
         TransportProtocol.JSONRPC: f"{base}{path}/",
         TransportProtocol.HTTP_JSON: f"{base}{path}/rest",
     }
-    return [
+    interfaces = [
         AgentInterface(url=url, protocol_binding=binding, protocol_version=version)
         for version in ("1.0", "0.3")
         for binding, url in urls.items()
     ]
+    if grpc_binding.enabled():
+        interfaces.append(
+            AgentInterface(
+                url=grpc_binding.address(base),
+                protocol_binding=TransportProtocol.GRPC,
+                protocol_version="1.0",
+                tenant=tenant,
+            )
+        )
+    return interfaces
 
 
 def _secure(card: AgentCard) -> None:
@@ -125,11 +138,11 @@ def speaks_1_0(request: Request) -> bool:
 
 @lru_cache(maxsize=2048)
 def _agent_card(
-    slug: str, digest: str, card_json: str, base: str, push: bool, _key: str
+    slug: str, digest: str, card_json: str, base: str, push: bool, _key: str, grpc: str
 ) -> CardViews:
     card = ParseDict(json.loads(card_json), AgentCard(), ignore_unknown_fields=True)
     del card.supported_interfaces[:]
-    card.supported_interfaces.extend(hub_interfaces(base, f"/a2a/{slug}"))
+    card.supported_interfaces.extend(hub_interfaces(base, f"/a2a/{slug}", tenant=slug))
     # The hub streams for every agent (it relays, or synthesizes from a blocking answer).
     card.capabilities.streaming = True
     # The hub sends push notifications for every agent's tasks (HUB_PUSH_ENABLED).
@@ -149,6 +162,7 @@ def served_card(agent: Agent, base: str) -> CardViews:
         base,
         settings.HUB_PUSH_ENABLED,
         settings.HUB_CARD_SIGNING_KEY,
+        grpc_binding.address(base) if grpc_binding.enabled() else "",
     )
 
 

@@ -27,7 +27,11 @@ from pydantic import ValidationError
 
 from a2a_core.errors import FieldProblem, ValidationFailed, field_problems
 
-SUPPORTED_BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
+SUPPORTED_BINDINGS = (
+    TransportProtocol.JSONRPC.value,
+    TransportProtocol.HTTP_JSON.value,
+    TransportProtocol.GRPC.value,
+)
 _LIST_FIELDS = ("skills", "supportedInterfaces")
 
 
@@ -124,6 +128,17 @@ def _original_index(path: str, kept_at: dict[str, list[int]]) -> str:
     return f"{match[1]}[{kept_at[match[1]][int(match[2])]}]{match[3]}"
 
 
+def _grpc_address(text: str) -> bool:
+    """Whether `text` names a gRPC server: host:port, or a URL with a host."""
+    url = urlsplit(text if "://" in text else f"grpc://{text}")
+    if url.scheme not in ("http", "https", "grpc", "grpcs") or not url.hostname:
+        return False
+    try:
+        return url.port is not None or "://" in text
+    except ValueError:
+        return False
+
+
 def _semantic_problems(card: AgentCard, *, needs_endpoint: bool) -> list[FieldProblem]:
     problems = []
     seen: set[str] = set()
@@ -132,6 +147,16 @@ def _semantic_problems(card: AgentCard, *, needs_endpoint: bool) -> list[FieldPr
             problems.append(FieldProblem(f"skills[{i}].id", f"duplicate skill id {skill.id!r}"))
         seen.add(skill.id)
     for i, iface in enumerate(card.supported_interfaces):
+        if iface.protocol_binding == TransportProtocol.GRPC.value:
+            if not _grpc_address(iface.url):
+                problems.append(
+                    FieldProblem(
+                        f"supportedInterfaces[{i}].url",
+                        f"must be a gRPC address (host:port, or an http(s) or grpc(s) URL), "
+                        f"got {iface.url!r}",
+                    )
+                )
+            continue
         url = urlsplit(iface.url)
         if url.scheme not in ("http", "https") or not url.netloc:
             problems.append(

@@ -54,11 +54,27 @@ def test_malformed_card_lists_every_problem_at_once():
 
 def test_endpoint_agent_needs_an_interface_the_hub_speaks():
     card = make_card(
-        interfaces=[{"url": "http://x/", "protocolBinding": "GRPC", "protocolVersion": "1.0"}]
+        interfaces=[{"url": "http://x/", "protocolBinding": "SOAP", "protocolVersion": "1.0"}]
     )
     with pytest.raises(ValidationFailed) as exc:
         check_card(card, needs_endpoint=True)
     assert "supportedInterfaces" in problems(exc)
+
+
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:50051", "grpc://agents.example:443", "https://g.example"]
+)
+def test_a_grpc_only_endpoint_agent_is_accepted_with_a_grpc_address(url):
+    card = make_card(interfaces=[{"url": url, "protocolBinding": "GRPC", "protocolVersion": "1.0"}])
+    assert check_card(card, needs_endpoint=True).card.supported_interfaces[0].url == url
+
+
+@pytest.mark.parametrize("url", ["no-port", "ftp://x:1", ""])
+def test_a_grpc_interface_needs_an_address(url):
+    card = make_card(interfaces=[{"url": url, "protocolBinding": "GRPC", "protocolVersion": "1.0"}])
+    with pytest.raises(ValidationFailed) as exc:
+        check_card(card, needs_endpoint=True)
+    assert "supportedInterfaces[0].url" in problems(exc)
 
 
 def test_inbox_agent_card_needs_no_interfaces():

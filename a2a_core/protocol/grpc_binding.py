@@ -1,0 +1,252 @@
+"""The gRPC binding: every registered agent, and the hub itself, over A2A's gRPC service.
+
+The a2a-sdk's `GrpcHandler` serves the service with the hub's `HubRequestHandler`, the one
+behind JSON-RPC and REST: policy, limits, recording, events and forwarding are the same. What
+the HTTP gate does (`a2a_core.protocol.gate`) is done here before each call:
+- the agent addressed is the request's `tenant` (A2A 1.0 puts one in every gRPC request; the
+  hub's cards give each agent's slug as its gRPC interface's tenant, and the SDK's client
+  sends it); no tenant is the hub's own endpoint, like /a2a/;
+- the caller is the bearer token of the `authorization` metadata;
+- a refusal is a gRPC status with `google.rpc.ErrorInfo` (reason, domain, metadata), as the
+  A2A spec maps errors to gRPC, with the same message as over HTTP.
+
+Each server process serves gRPC on HUB_GRPC_PORT (several processes share it with
+SO_REUSEPORT, as they share the HTTP port).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import grpc
+import grpc.aio
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import grpc_handler
+from a2a.server.request_handlers.grpc_handler import (
+    DefaultGrpcServerCallContextBuilder,
+    GrpcHandler,
+)
+from a2a.types import a2a_pb2_grpc
+from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.errors import A2A_ERROR_REASONS, A2AError, InvalidParamsError
+from a2a.utils.errors import VersionNotSupportedError as SdkVersionNotSupported
+from a2a.utils.grpc_status import status_to_grpc
+from django.conf import settings
+from google.protobuf import any_pb2, message
+from google.protobuf.json_format import MessageToDict
+from google.rpc import error_details_pb2, status_pb2
+
+from a2a_core import agent_cache
+from a2a_core.asyncdb import db
+from a2a_core.delivery.dispatch import Call
+from a2a_core.logging import get_logger
+from a2a_core.models import Scope as AgentScope
+from a2a_core.protocol.errors import (
+    HUB_ERRORS,
+    AgentNotFoundError,
+    HubA2AError,
+    PermissionDeniedError,
+)
+from a2a_core.protocol.gate import resolve, unauthenticated
+from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
+from a2a_core.schemas.a2a import holds_nul
+
+log = get_logger("grpc")
+
+T = TypeVar("T")
+ERROR_DOMAIN = "a2a-protocol.org"
+
+# The call admitted for the request being served in this task (set before the SDK builds its
+# context, which it does synchronously from the gRPC context alone).
+_admitted: ContextVar[Call | None] = ContextVar("grpc_call", default=None)
+
+
+def _register_errors() -> None:
+    """Give the hub's errors the gRPC status the A2A spec maps their kind to."""
+    for cls, (_, _, status, _) in HUB_ERRORS.items():
+        grpc_handler._ERROR_CODE_MAP[cls] = grpc.StatusCode[status]
+
+
+_register_errors()
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    """The call's text metadata, lower-cased names (binary `-bin` entries left out)."""
+    found: dict[str, str] = {}
+    for key, value in context.invocation_metadata() or ():
+        if isinstance(value, str):
+            found[key.lower()] = value
+    return found
+
+
+def _bearer(metadata: dict[str, str]) -> str | None:
+    value = metadata.get("authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> Call:
+    """Who calls whom, as the HTTP gate decides it; raises the A2A error that refuses it."""
+    metadata = _metadata(context)
+    version = metadata.get(VERSION_HEADER.lower(), "").strip()
+    if version and not version.startswith("1"):
+        raise SdkVersionNotSupported(
+            f"A2A-Version {version!r} is not supported over gRPC: this hub's gRPC service "
+            "speaks A2A 1.0 (send 'a2a-version: 1.0')"
+        )
+    token = _bearer(metadata)
+    slug = getattr(request, "tenant", "") or None
+    caller = agent_cache.cached(token=token) if token else None
+    target = agent_cache.cached(slug=slug) if slug else None
+    if caller is None or (slug and target is None):
+        caller, target = await db(resolve, token or "", slug)
+    if caller is None:
+        raise unauthenticated(token)[0]
+    if slug and target is None:
+        raise AgentNotFoundError(f"no agent {slug!r} is registered at this hub", {"agent": slug})
+    if not caller.has_scope(AgentScope.CALL):
+        raise PermissionDeniedError(
+            f"the token of {caller.slug} lacks the a2a:call scope",
+            {"agent": caller.slug, "missingScope": AgentScope.CALL.value},
+        )
+    if holds_nul(MessageToDict(request)):
+        # Nothing the hub stores may hold U+0000 (PostgreSQL text and jsonb refuse it).
+        raise InvalidParamsError(
+            message="the request contains a NUL character (U+0000); ids and text sent to "
+            "the hub may not"
+        )
+    return Call(caller=caller, target=target, headers=metadata)
+
+
+class HubGrpcContextBuilder(DefaultGrpcServerCallContextBuilder):
+    """Puts the admitted call (who calls whom) into the SDK's call context."""
+
+    def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
+        built = super().build(context)
+        built.state[CALL_KEY] = _admitted.get()
+        return built
+
+
+class HubGrpcHandler(GrpcHandler):
+    """The SDK's gRPC servicer, each call admitted first; refusals carry ErrorInfo metadata
+    (the same data a JSON-RPC error carries) and a refusal's Retry-After as metadata."""
+
+    def __init__(self) -> None:
+        super().__init__(HubRequestHandler(), HubGrpcContextBuilder())
+
+    async def _handle_unary(
+        self,
+        request: message.Message,
+        context: grpc.aio.ServicerContext,
+        handler_func: Callable[[ServerCallContext], Awaitable[T]],
+        default_response: T,
+    ) -> T:
+        try:
+            _admitted.set(await admit(request, context))
+        except A2AError as exc:
+            await self.abort_context(exc, context)
+            return default_response
+        result = await super()._handle_unary(request, context, handler_func, default_response)
+        _answer_metadata(context)
+        return result
+
+    async def _handle_stream(
+        self,
+        request: message.Message,
+        context: grpc.aio.ServicerContext,
+        handler_func: Callable[[ServerCallContext], AsyncIterable[T]],
+    ) -> AsyncIterable[T]:
+        try:
+            _admitted.set(await admit(request, context))
+        except A2AError as exc:
+            await self.abort_context(exc, context)
+            return
+        async for item in super()._handle_stream(request, context, handler_func):
+            yield item
+        _answer_metadata(context)
+
+    async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
+        _answer_metadata(context)
+        if not isinstance(error, HubA2AError):
+            await super().abort_context(error, context)
+            return
+        info = error_details_pb2.ErrorInfo(
+            reason=A2A_ERROR_REASONS.get(type(error), "UNKNOWN_ERROR"),
+            domain=ERROR_DOMAIN,
+            metadata={str(k): str(v) for k, v in (error.data or {}).items()},
+        )
+        code = grpc_handler._ERROR_CODE_MAP[type(error)]
+        status = status_pb2.Status(code=code.value[0], message=error.message)
+        detail = any_pb2.Any()
+        detail.Pack(info)
+        status.details.append(detail)
+        rich = status_to_grpc(status)
+        trailing = [(str(k), v) for k, v in context.trailing_metadata() or ()]
+        context.set_trailing_metadata((*trailing, *rich.trailing_metadata))
+        await context.abort(rich.code, rich.details)
+
+
+def _answer_metadata(context: grpc.aio.ServicerContext) -> None:
+    """What the hub adds to an HTTP answer's headers (Retry-After on a refusal), as trailing
+    metadata of the gRPC call."""
+    call = _admitted.get()
+    if call is None or not call.response_headers:
+        return
+    trailing = [(str(k), v) for k, v in context.trailing_metadata() or ()]
+    extra = [(k.lower(), v) for k, v in call.response_headers.items()]
+    context.set_trailing_metadata((*trailing, *extra))
+    call.response_headers.clear()
+
+
+def address(base: str) -> str:
+    """The gRPC address cards give (host:port): HUB_GRPC_PUBLIC_ADDRESS, else the host callers
+    reached the hub's HTTP side at, with HUB_GRPC_PORT."""
+    if settings.HUB_GRPC_PUBLIC_ADDRESS:
+        return str(settings.HUB_GRPC_PUBLIC_ADDRESS)
+    host = urlsplit(base).hostname or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{settings.HUB_GRPC_PORT}"
+
+
+def enabled() -> bool:
+    return bool(settings.HUB_GRPC_PORT)
+
+
+_server: grpc.aio.Server | None = None
+
+
+async def start(*, host: str | None = None, port: int | None = None) -> int:
+    """Serve gRPC in this process on `host`:`port` (default HUB_GRPC_HOST and HUB_GRPC_PORT);
+    returns the port bound. Idempotent."""
+    global _server
+    if _server is not None:
+        return int(settings.HUB_GRPC_PORT)
+    bind_host = host or settings.HUB_GRPC_HOST
+    bind_port = settings.HUB_GRPC_PORT if port is None else port
+    target = f"[{bind_host}]:{bind_port}" if ":" in bind_host else f"{bind_host}:{bind_port}"
+    options: list[tuple[str, Any]] = [
+        ("grpc.so_reuseport", 1),
+        # The HTTP side's body limit; a larger message is refused with RESOURCE_EXHAUSTED.
+        ("grpc.max_receive_message_length", settings.HUB_MAX_BODY_BYTES),
+    ]
+    server = grpc.aio.server(options=options)
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(HubGrpcHandler(), server)
+    bound = server.add_insecure_port(target)
+    if not bound:
+        raise RuntimeError(f"could not listen for gRPC on {target}")
+    await server.start()
+    _server = server
+    log.info("serving gRPC on %s", target)
+    return bound
+
+
+async def stop(grace: float = 2.0) -> None:
+    global _server
+    if _server is not None:
+        server, _server = _server, None
+        await server.stop(grace)

@@ -1,0 +1,291 @@
+"""The gRPC binding: the official a2a-sdk client over gRPC, through the hub, to a JSON-RPC
+agent and to a gRPC-only agent; auth, policy and errors as over JSON-RPC."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import grpc
+import grpc.aio
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.auth.credentials import CredentialService
+from a2a.client.auth.interceptor import AuthInterceptor
+from a2a.client.client import Client
+from a2a.client.errors import A2AClientError
+from a2a.types import a2a_pb2_grpc
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+from a2a.utils.grpc_status import status_from_call
+from google.protobuf.json_format import MessageToDict
+from google.rpc import error_details_pb2
+
+from a2a_core import events
+from a2a_core.asyncdb import db
+from a2a_core.protocol import grpc_binding
+from a2a_core.services.policy import policy_publish
+from tests.a2a_core.protocol.helpers import request, send, stored_messages, stored_task
+from tests.servers import free_port
+
+pytestmark = pytest.mark.live
+
+FINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED"}
+
+
+@pytest.fixture(scope="session")
+def hub_grpc_port(hub_server) -> Iterator[int]:
+    """The hub's gRPC server, on the live hub's event loop (as a worker's lifespan starts it)."""
+    loop = events._loop
+    assert loop is not None
+    port = free_port()
+    asyncio.run_coroutine_threadsafe(grpc_binding.start(host="127.0.0.1", port=port), loop).result(
+        10
+    )
+    yield port
+    asyncio.run_coroutine_threadsafe(grpc_binding.stop(), loop).result(10)
+
+
+@pytest.fixture
+def grpc_hub(hub, hub_grpc_port, settings):
+    settings.HUB_GRPC_PORT = hub_grpc_port
+    return hub
+
+
+class Token(CredentialService):
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    async def get_credentials(self, security_scheme_name: str, context: Any) -> str | None:
+        return self.token
+
+
+@pytest.fixture
+async def grpc_sdk(grpc_hub) -> AsyncIterator[Any]:
+    """`await grpc_sdk(slug, token, streaming=...)` -> the official SDK client over gRPC,
+    made from the agent's card at the hub, sending its token with the SDK's AuthInterceptor."""
+    clients: list[Client] = []
+    http = httpx.AsyncClient(timeout=30)
+
+    async def make(slug: str, token: str, *, streaming: bool = False) -> Client:
+        config = ClientConfig(
+            streaming=streaming,
+            httpx_client=http,
+            supported_protocol_bindings=["GRPC"],
+            grpc_channel_factory=grpc.aio.insecure_channel,
+        )
+        client = await ClientFactory(config).create_from_url(
+            f"{grpc_hub.url}/a2a/{slug}", interceptors=[AuthInterceptor(Token(token))]
+        )
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+    await http.aclose()
+    await grpc_hub.close()
+
+
+async def _agent(hub, binding: str) -> str:
+    await hub.endpoint_agent("worker", binding=binding)
+    return "worker"
+
+
+def _texts(task: Any) -> list[str]:
+    return [p.text for a in task.artifacts for p in a.parts if p.text]
+
+
+async def test_cards_list_the_hub_s_grpc_interface_with_the_agent_as_tenant(grpc_hub):
+    await grpc_hub.endpoint_agent("echo")
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = await A2ACardResolver(http, f"{grpc_hub.url}/a2a/echo").get_agent_card()
+        hub_card = await A2ACardResolver(http, f"{grpc_hub.url}/a2a").get_agent_card()
+    bindings = [i.protocol_binding for i in card.supported_interfaces]
+    assert bindings[-1] == "GRPC" and {"JSONRPC", "HTTP+JSON"} <= set(bindings)
+    [interface] = [i for i in card.supported_interfaces if i.protocol_binding == "GRPC"]
+    assert interface.url == f"127.0.0.1:{grpc_binding.address(grpc_hub.url).split(':')[-1]}"
+    assert interface.tenant == "echo"
+    [own] = [i for i in hub_card.supported_interfaces if i.protocol_binding == "GRPC"]
+    assert own.url == interface.url and own.tenant == ""
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "GRPC"])
+async def test_send_get_list_and_cancel_over_grpc(grpc_hub, grpc_sdk, binding):
+    slug = await _agent(grpc_hub, binding)
+    _, token = await grpc_hub.caller("alpha")
+    client = await grpc_sdk(slug, token)
+
+    task = await send(client, request("echo over grpc"))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert _texts(task) == ["echo: over grpc"]
+    got = await client.get_task(GetTaskRequest(id=task.id))
+    assert MessageToDict(got.status) == MessageToDict(task.status) and got.id == task.id
+    listed = await client.list_tasks(ListTasksRequest())
+    assert task.id in [t.id for t in listed.tasks]
+
+    waiting = await send(client, request("later 30", return_immediately=True))
+    assert TaskState.Name(waiting.status.state) not in FINAL
+    canceled = await client.cancel_task(CancelTaskRequest(id=waiting.id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert (await stored_task(waiting.id)).state == "canceled"
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "GRPC"])
+async def test_stream_and_subscribe_over_grpc(grpc_hub, grpc_sdk, binding):
+    slug = await _agent(grpc_hub, binding)
+    _, token = await grpc_hub.caller("alpha")
+    client = await grpc_sdk(slug, token, streaming=True)
+
+    streamed = [MessageToDict(e) async for e in client.send_message(request("stream 3"))]
+    chunks = [
+        p["text"]
+        for e in streamed
+        if "artifactUpdate" in e
+        for p in e["artifactUpdate"]["artifact"]["parts"]
+    ]
+    assert chunks == ["chunk 0;", "chunk 1;", "chunk 2;"]
+    assert streamed[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+    unary = await grpc_sdk(slug, token)
+    waiting = await send(unary, request("later 1", return_immediately=True))
+    seen = []
+    async for event in client.subscribe(SubscribeToTaskRequest(id=waiting.id)):
+        seen.append(MessageToDict(event))
+    states = [
+        e.get("statusUpdate", {}).get("status", e.get("task", {}).get("status", {})).get("state")
+        for e in seen
+    ]
+    assert states[-1] == "TASK_STATE_COMPLETED"
+    assert any("done later" in str(e) for e in seen)
+
+
+def _stub(port: int) -> tuple[grpc.aio.Channel, a2a_pb2_grpc.A2AServiceStub]:
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    return channel, a2a_pb2_grpc.A2AServiceStub(channel)
+
+
+def _error_info(error: grpc.aio.AioRpcError) -> dict[str, Any]:
+    status = status_from_call(error)
+    assert status is not None
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return {"reason": info.reason, "domain": info.domain, "metadata": dict(info.metadata)}
+    raise AssertionError("no ErrorInfo")
+
+
+async def test_refusals_carry_the_grpc_status_and_the_http_message(
+    grpc_hub, hub_grpc_port, raw_http
+):
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    channel, stub = _stub(hub_grpc_port)
+    send_request = request("echo hi")
+    cases = [
+        ("echo", None, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", 401),
+        ("echo", "Bearer nope", grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", 401),
+        ("ghost", f"Bearer {token}", grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", 404),
+    ]
+    try:
+        for slug, auth, code, reason, http_status in cases:
+            send_request.tenant = slug
+            metadata = [("authorization", auth)] if auth else []
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.SendMessage(send_request, metadata=metadata)
+            over_http = await raw_http.post(
+                f"/a2a/{slug}/rest/message:send",
+                json=MessageToDict(request("echo hi")),
+                headers={"A2A-Version": "1.0", **({"Authorization": auth} if auth else {})},
+            )
+            assert refused.value.code() == code
+            assert over_http.status_code == http_status
+            assert refused.value.details() == over_http.json()["error"]["message"]
+            assert _error_info(refused.value)["reason"] == reason
+    finally:
+        await channel.close()
+
+
+@pytest.fixture
+async def raw_http(grpc_hub) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=grpc_hub.url, timeout=30) as client:
+        yield client
+
+
+async def test_a_matrix_deny_is_refused_with_the_json_rpc_reason(
+    grpc_hub, grpc_sdk, sdk, hub_grpc_port
+):
+    await db(
+        policy_publish,
+        document={"matrix": [{"caller": "beta", "target": "echo", "action": "deny"}]},
+        reason="test",
+        actor_label="test",
+    )
+    await grpc_hub.endpoint_agent("echo")
+    _, beta = await grpc_hub.caller("beta")
+
+    with pytest.raises(A2AClientError) as over_jsonrpc:
+        await send(await sdk("echo", beta), request("echo no"))
+    channel, stub = _stub(hub_grpc_port)
+    try:
+        denied = request("echo no")
+        denied.tenant = "echo"
+        with pytest.raises(grpc.aio.AioRpcError) as over_grpc:
+            await stub.SendMessage(denied, metadata=[("authorization", f"Bearer {beta}")])
+    finally:
+        await channel.close()
+    with pytest.raises(A2AClientError) as over_grpc_sdk:
+        await send(await grpc_sdk("echo", beta), request("echo no"))
+
+    assert over_grpc.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    info = _error_info(over_grpc.value)
+    assert info["reason"] == "POLICY_REJECTED" and info["domain"] == "a2a-protocol.org"
+    json_rpc = over_jsonrpc.value.__cause__ or over_jsonrpc.value
+    assert over_grpc.value.details() in str(json_rpc) or over_grpc.value.details() in str(
+        over_jsonrpc.value
+    )
+    assert over_grpc.value.details() in str(over_grpc_sdk.value)
+
+
+async def test_the_stored_rows_match_the_same_call_over_json_rpc(grpc_hub, grpc_sdk, sdk):
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    over_jsonrpc = await send(await sdk("echo", token), request("echo same"))
+    over_grpc = await send(await grpc_sdk("echo", token), request("echo same"))
+
+    def row(task: Any) -> dict[str, Any]:
+        return {
+            k: v
+            for k, v in task.__dict__.items()
+            if not k.startswith("_")
+            and k not in ("id", "context_id", "root_id", "trace_id", "deadline", "status_timestamp")
+            and not k.endswith("_at")
+        }
+
+    first, second = await stored_task(over_jsonrpc.id), await stored_task(over_grpc.id)
+    assert row(first) | {"remote_task_id": "", "remote_context_id": ""} == row(second) | {
+        "remote_task_id": "",
+        "remote_context_id": "",
+    }
+
+    def message(m: Any) -> tuple[Any, ...]:
+        return (m.role, m.kind if hasattr(m, "kind") else "", str(m.parts))
+
+    assert [message(m) for m in await stored_messages(over_jsonrpc.id)] == [
+        message(m) for m in await stored_messages(over_grpc.id)
+    ]
+
+
+async def test_a_grpc_only_agent_that_is_down_is_unreachable(grpc_hub, grpc_sdk):
+    scripted, _, _ = await grpc_hub.endpoint_agent("gone", binding="GRPC")
+    scripted.stop()
+    _, token = await grpc_hub.caller("alpha")
+    with pytest.raises(A2AClientError, match="UNAVAILABLE: gone unreachable: "):
+        await send(await grpc_sdk("gone", token), request("echo anyone?"))
