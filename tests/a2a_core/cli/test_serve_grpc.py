@@ -1,0 +1,72 @@
+"""`a2a serve` serves gRPC beside HTTP, on the HTTP port + 1 by default, and says where."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+
+import grpc
+import grpc.aio
+import httpx
+import pytest
+from a2a.types import a2a_pb2_grpc
+from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+
+from tests.a2a_core.cli.helpers import MANAGE, cli_environment
+from tests.servers import free_port
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _lines_until(process: subprocess.Popen[str], marker: str, timeout: float = 60) -> list[str]:
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip())
+        if marker in line:
+            return lines
+    raise AssertionError(f"a2a serve never said {marker!r}: {lines}")
+
+
+async def _send_without_token(address: str) -> grpc.aio.AioRpcError:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        message = Message(message_id="m-1", role=Role.ROLE_USER, parts=[Part(text="hi")])
+        try:
+            await stub.SendMessage(SendMessageRequest(message=message), timeout=10)
+        except grpc.aio.AioRpcError as exc:
+            return exc
+    raise AssertionError("the hub answered a call without a token")
+
+
+def test_serve_prints_the_grpc_address_and_answers_there():
+    port = free_port()
+    serve = subprocess.Popen(
+        [*MANAGE, "a2a", "serve", "--no-demo", "--port", str(port)],
+        env={**cli_environment(), "HUB_GRPC_PORT": ""},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = _lines_until(serve, "Ctrl-C stops the hub")
+        address = f"127.0.0.1:{port + 1}"
+        assert f"  and over gRPC at {address} (tenant: the agent's name)" in lines
+
+        refused = asyncio.run(_send_without_token(address))
+        assert refused.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "Authorization: Bearer <token>" in (refused.details() or "")
+
+        card = httpx.get(
+            f"http://127.0.0.1:{port}/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}
+        ).json()
+        assert {"url": address, "protocolBinding": "GRPC", "protocolVersion": "1.0"} in card[
+            "supportedInterfaces"
+        ]
+    finally:
+        serve.terminate()
+        serve.wait(30)
