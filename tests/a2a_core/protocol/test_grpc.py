@@ -247,10 +247,9 @@ async def test_a_matrix_deny_is_refused_with_the_json_rpc_reason(
     assert over_grpc.value.code() == grpc.StatusCode.PERMISSION_DENIED
     info = _error_info(over_grpc.value)
     assert info["reason"] == "POLICY_REJECTED" and info["domain"] == "a2a-protocol.org"
-    json_rpc = over_jsonrpc.value.__cause__ or over_jsonrpc.value
-    assert over_grpc.value.details() in str(json_rpc) or over_grpc.value.details() in str(
-        over_jsonrpc.value
-    )
+    assert info["metadata"]["reason"] == "denied_by_matrix"
+    assert "-32053" in str(over_jsonrpc.value)
+    assert over_grpc.value.details() in str(over_jsonrpc.value)
     assert over_grpc.value.details() in str(over_grpc_sdk.value)
 
 
@@ -289,3 +288,28 @@ async def test_a_grpc_only_agent_that_is_down_is_unreachable(grpc_hub, grpc_sdk)
     _, token = await grpc_hub.caller("alpha")
     with pytest.raises(A2AClientError, match="UNAVAILABLE: gone unreachable: "):
         await send(await grpc_sdk("gone", token), request("echo anyone?"))
+
+
+async def test_a_rate_limit_is_resource_exhausted_with_retry_after(grpc_hub, hub_grpc_port):
+    await db(policy_publish, document={"limits": {"perMinute": 1}}, reason="t", actor_label="t")
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    channel, stub = _stub(hub_grpc_port)
+    auth = [("authorization", f"Bearer {token}")]
+    try:
+        first = request("echo one")
+        first.tenant = "echo"
+        assert (await stub.SendMessage(first, metadata=auth)).task.status.state == (
+            TaskState.TASK_STATE_COMPLETED
+        )
+        second = request("echo two")
+        second.tenant = "echo"
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.SendMessage(second, metadata=auth)
+    finally:
+        await channel.close()
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    info = _error_info(refused.value)
+    assert info["reason"] == "RATE_LIMITED"
+    retry_after = dict(refused.value.trailing_metadata() or ())["retry-after"]
+    assert retry_after == info["metadata"]["retryAfterSeconds"]
