@@ -1,8 +1,10 @@
-"""`a2a serve` serves gRPC beside HTTP, on the HTTP port + 1 by default, and says where."""
+"""`a2a serve` serves gRPC beside HTTP, on the HTTP port + 1 by default, in every worker, and
+says where."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
 
@@ -12,8 +14,11 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2_grpc
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+from django.conf import settings
 
 from tests.a2a_core.cli.helpers import MANAGE, cli_environment
+from tests.a2a_core.cli.test_serve_workers import LISTEN, owner_counts, sockets_on
+from tests.a2a_core.demo.helpers import children_of
 from tests.servers import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,11 +49,14 @@ async def _send_without_token(address: str) -> grpc.aio.AioRpcError:
     raise AssertionError("the hub answered a call without a token")
 
 
-def test_serve_prints_the_grpc_address_and_answers_there():
+def test_serve_prints_the_grpc_address_and_every_worker_answers_there():
     port = free_port()
+    redis_url = settings.REDIS_URL or os.environ.get(
+        "HUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"
+    )
     serve = subprocess.Popen(
-        [*MANAGE, "a2a", "serve", "--no-demo", "--port", str(port)],
-        env={**cli_environment(), "HUB_GRPC_PORT": ""},
+        [*MANAGE, "a2a", "serve", "--workers", "2", "--no-demo", "--port", str(port)],
+        env={**cli_environment(), "HUB_GRPC_PORT": "", "REDIS_URL": redis_url},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -56,6 +64,10 @@ def test_serve_prints_the_grpc_address_and_answers_there():
         lines = _lines_until(serve, "Ctrl-C stops the hub")
         address = f"127.0.0.1:{port + 1}"
         assert f"  and over gRPC at {address} (tenant: the agent's name)" in lines
+        deadline = time.monotonic() + 60
+        while len(owner_counts(children_of(serve.pid), sockets_on(port + 1, LISTEN))) < 2:
+            assert time.monotonic() < deadline, "the two workers did not both listen for gRPC"
+            time.sleep(0.2)
 
         refused = asyncio.run(_send_without_token(address))
         assert refused.code() == grpc.StatusCode.UNAUTHENTICATED

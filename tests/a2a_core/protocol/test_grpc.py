@@ -24,12 +24,15 @@ from a2a.types.a2a_pb2 import (
     SubscribeToTaskRequest,
     TaskState,
 )
+from a2a.utils.errors import TaskNotFoundError
 from a2a.utils.grpc_status import status_from_call
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
 
 from a2a_core import events
 from a2a_core.asyncdb import db
+from a2a_core.models import Artifact as ArtifactRow
+from a2a_core.models import TaskEvent
 from a2a_core.protocol import grpc_binding
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.protocol.helpers import request, send, stored_messages, stored_task
@@ -82,7 +85,8 @@ async def grpc_sdk(grpc_hub) -> AsyncIterator[Any]:
             grpc_channel_factory=grpc.aio.insecure_channel,
         )
         client = await ClientFactory(config).create_from_url(
-            f"{grpc_hub.url}/a2a/{slug}", interceptors=[AuthInterceptor(Token(token))]
+            f"{grpc_hub.url}/a2a/{slug}".rstrip("/"),
+            interceptors=[AuthInterceptor(Token(token))],
         )
         clients.append(client)
         return client
@@ -253,33 +257,63 @@ async def test_a_matrix_deny_is_refused_with_the_json_rpc_reason(
     assert over_grpc.value.details() in str(over_grpc_sdk.value)
 
 
-async def test_the_stored_rows_match_the_same_call_over_json_rpc(grpc_hub, grpc_sdk, sdk):
-    await grpc_hub.endpoint_agent("echo")
-    _, token = await grpc_hub.caller("alpha")
-    over_jsonrpc = await send(await sdk("echo", token), request("echo same"))
-    over_grpc = await send(await grpc_sdk("echo", token), request("echo same"))
+# What differs between two calls whatever their binding: ids, times, the agent's own ids.
+_PER_CALL = {
+    "id",
+    "context_id",
+    "root_id",
+    "trace_id",
+    "deadline",
+    "status_timestamp",
+    "remote_task_id",
+    "remote_context_id",
+    "message_id",
+    "task_id",
+    "digest",
+    "correlation_id",
+    "in_reply_to_id",
+    "latency_ms",
+    "decision_latency_us",
+}
 
-    def row(task: Any) -> dict[str, Any]:
-        return {
-            k: v
-            for k, v in task.__dict__.items()
-            if not k.startswith("_")
-            and k not in ("id", "context_id", "root_id", "trace_id", "deadline", "status_timestamp")
-            and not k.endswith("_at")
-        }
 
-    first, second = await stored_task(over_jsonrpc.id), await stored_task(over_grpc.id)
-    assert row(first) | {"remote_task_id": "", "remote_context_id": ""} == row(second) | {
-        "remote_task_id": "",
-        "remote_context_id": "",
+def _comparable(row: Any) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in row.__dict__.items()
+        if not k.startswith("_") and k not in _PER_CALL and not k.endswith("_at")
     }
 
-    def message(m: Any) -> tuple[Any, ...]:
-        return (m.role, m.kind if hasattr(m, "kind") else "", str(m.parts))
 
-    assert [message(m) for m in await stored_messages(over_jsonrpc.id)] == [
-        message(m) for m in await stored_messages(over_grpc.id)
-    ]
+@pytest.mark.parametrize("binding", ["JSONRPC", "GRPC"])
+async def test_the_stored_rows_match_the_same_call_over_json_rpc(grpc_hub, grpc_sdk, sdk, binding):
+    slug = await _agent(grpc_hub, binding)
+    _, token = await grpc_hub.caller("alpha")
+    over_jsonrpc = await send(await sdk(slug, token), request("echo same"))
+    over_grpc = await send(await grpc_sdk(slug, token), request("echo same"))
+
+    first, second = await stored_task(over_jsonrpc.id), await stored_task(over_grpc.id)
+    assert _comparable(first) == _comparable(second)
+    assert second.state == "completed" and second.remote_task_id
+    first_messages = await stored_messages(over_jsonrpc.id)
+    second_messages = await stored_messages(over_grpc.id)
+    assert second_messages
+    assert [_comparable(m) for m in first_messages] == [_comparable(m) for m in second_messages]
+    recorded = await _artifacts_and_events(over_grpc.id)
+    assert recorded[0] and recorded[1]
+    assert await _artifacts_and_events(over_jsonrpc.id) == recorded
+
+
+async def _artifacts_and_events(task_id: str) -> tuple[list[Any], list[Any]]:
+    def read() -> tuple[list[Any], list[Any]]:
+        artifacts = [
+            (a.name, a.parts, a.metadata, a.complete)
+            for a in ArtifactRow.objects.filter(task_id=task_id)
+        ]
+        events = list(TaskEvent.objects.filter(task_id=task_id).values_list("seq", "kind", "state"))
+        return artifacts, events
+
+    return await db(read)
 
 
 async def test_a_grpc_only_agent_that_is_down_is_unreachable(grpc_hub, grpc_sdk):
@@ -313,3 +347,15 @@ async def test_a_rate_limit_is_resource_exhausted_with_retry_after(grpc_hub, hub
     assert info["reason"] == "RATE_LIMITED"
     retry_after = dict(refused.value.trailing_metadata() or ())["retry-after"]
     assert retry_after == info["metadata"]["retryAfterSeconds"]
+
+
+async def test_the_hub_s_own_grpc_endpoint_answers_for_the_caller_s_tasks(grpc_hub, grpc_sdk):
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    task = await send(await grpc_sdk("echo", token), request("echo mine"))
+    hub_itself = await grpc_sdk("", token)
+
+    got = await hub_itself.get_task(GetTaskRequest(id=task.id))
+    assert got.id == task.id and _texts(got) == ["echo: mine"]
+    with pytest.raises(TaskNotFoundError):
+        await hub_itself.get_task(GetTaskRequest(id="no-such-task"))
