@@ -206,6 +206,8 @@ class Worker:
             "HUB_DATA_DIR": str(settings.DATA_DIR),
             "SECRET_KEY": settings.SECRET_KEY,
             "DJANGO_SETTINGS_MODULE": "config.settings",
+            # No gRPC port (the HTTP port + 1 by default) unless a test asks for one.
+            "HUB_GRPC_PORT": "off",
             **extra_env,
         }
         # What `a2a serve --workers N` runs for each worker.

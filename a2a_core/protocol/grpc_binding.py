@@ -48,6 +48,7 @@ from a2a_core.protocol.errors import (
     HUB_ERRORS,
     AgentNotFoundError,
     HubA2AError,
+    PayloadTooLargeError,
     PermissionDeniedError,
 )
 from a2a_core.protocol.gate import resolve, unauthenticated
@@ -113,6 +114,13 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
         raise PermissionDeniedError(
             f"the token of {caller.slug} lacks the a2a:call scope",
             {"agent": caller.slug, "missingScope": AgentScope.CALL.value},
+        )
+    size, limit = request.ByteSize(), settings.HUB_MAX_BODY_BYTES
+    if size > limit:
+        raise PayloadTooLargeError(
+            f"the request is {size:,} bytes; this hub accepts at most {limit:,} bytes "
+            "(HUB_MAX_BODY_BYTES)",
+            {"limitBytes": limit},
         )
     if holds_nul(MessageToDict(request)):
         # Nothing the hub stores may hold U+0000 (PostgreSQL text and jsonb refuse it).
@@ -231,8 +239,9 @@ async def start(*, host: str | None = None, port: int | None = None) -> int:
     target = f"[{bind_host}]:{bind_port}" if ":" in bind_host else f"{bind_host}:{bind_port}"
     options: list[tuple[str, Any]] = [
         ("grpc.so_reuseport", 1),
-        # The HTTP side's body limit; a larger message is refused with RESOURCE_EXHAUSTED.
-        ("grpc.max_receive_message_length", settings.HUB_MAX_BODY_BYTES),
+        # gRPC refuses what is far over the hub's limit before reading it; `admit` refuses the
+        # rest with the hub's own error (PAYLOAD_TOO_LARGE, as over HTTP).
+        ("grpc.max_receive_message_length", 2 * settings.HUB_MAX_BODY_BYTES),
     ]
     server = grpc.aio.server(options=options)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(HubGrpcHandler(), server)

@@ -359,3 +359,46 @@ async def test_the_hub_s_own_grpc_endpoint_answers_for_the_caller_s_tasks(grpc_h
     assert got.id == task.id and _texts(got) == ["echo: mine"]
     with pytest.raises(TaskNotFoundError):
         await hub_itself.get_task(GetTaskRequest(id="no-such-task"))
+
+
+async def test_a_request_over_the_size_limit_is_payload_too_large(
+    grpc_hub, hub_grpc_port, settings
+):
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    limit = settings.HUB_MAX_BODY_BYTES
+    big = request("echo " + "x" * limit)
+    big.tenant = "echo"
+    channel, stub = _stub(hub_grpc_port)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.SendMessage(big, metadata=[("authorization", f"Bearer {token}")])
+    finally:
+        await channel.close()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = _error_info(refused.value)
+    assert info["reason"] == "PAYLOAD_TOO_LARGE"
+    assert info["metadata"] == {"limitBytes": str(limit)}
+    assert f"at most {limit:,} bytes (HUB_MAX_BODY_BYTES)" in (refused.value.details() or "")
+
+
+async def test_a_nul_character_is_refused_as_over_http(grpc_hub, hub_grpc_port, raw_http):
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    nul = request("echo a\x00b")
+    nul.tenant = "echo"
+    channel, stub = _stub(hub_grpc_port)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.SendMessage(nul, metadata=[("authorization", f"Bearer {token}")])
+    finally:
+        await channel.close()
+    over_http = await raw_http.post(
+        "/a2a/echo/rest/message:send",
+        json=MessageToDict(request("echo a\x00b")),
+        headers={"A2A-Version": "1.0", "Authorization": f"Bearer {token}"},
+    )
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert over_http.status_code == 400
+    assert refused.value.details() == over_http.json()["error"]["message"]
+    assert await db(lambda: TaskEvent.objects.count()) == 0
