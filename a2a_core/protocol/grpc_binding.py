@@ -38,6 +38,7 @@ from django.conf import settings
 from google.protobuf import any_pb2, message
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2, status_pb2
+from packaging.version import InvalidVersion, Version
 
 from a2a_core import agent_cache
 from a2a_core.asyncdb import db
@@ -95,7 +96,7 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
     """Who calls whom, as the HTTP gate decides it; raises the A2A error that refuses it."""
     metadata = _metadata(context)
     version = metadata.get(VERSION_HEADER.lower(), "").strip()
-    if version and not version.startswith("1"):
+    if version and _major(version) != 1:
         raise SdkVersionNotSupported(
             f"A2A-Version {version!r} is not supported over gRPC: this hub's gRPC service "
             "speaks A2A 1.0 (send 'a2a-version: 1.0')"
@@ -129,6 +130,13 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
             "the hub may not"
         )
     return Call(caller=caller, target=target, headers=metadata)
+
+
+def _major(version: str) -> int | None:
+    try:
+        return Version(version).major
+    except InvalidVersion:
+        return None
 
 
 class HubGrpcContextBuilder(DefaultGrpcServerCallContextBuilder):

@@ -402,3 +402,23 @@ async def test_a_nul_character_is_refused_as_over_http(grpc_hub, hub_grpc_port, 
     assert over_http.status_code == 400
     assert refused.value.details() == over_http.json()["error"]["message"]
     assert await db(lambda: TaskEvent.objects.count()) == 0
+
+
+@pytest.mark.parametrize("version", ["0.3", "2.0", "banana"])
+async def test_a_version_other_than_1_is_not_supported(grpc_hub, hub_grpc_port, version):
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    hello = request("echo hi")
+    hello.tenant = "echo"
+    channel, stub = _stub(hub_grpc_port)
+    metadata = [("authorization", f"Bearer {token}"), ("a2a-version", version)]
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.SendMessage(hello, metadata=metadata)
+        metadata[1] = ("a2a-version", "1.0")
+        assert (await stub.SendMessage(hello, metadata=metadata)).task.id
+    finally:
+        await channel.close()
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert _error_info(refused.value)["reason"] == "VERSION_NOT_SUPPORTED"
+    assert "A2A 1.0" in (refused.value.details() or "")
