@@ -107,7 +107,9 @@ def _texts(task: Any) -> list[str]:
     return [p.text for a in task.artifacts for p in a.parts if p.text]
 
 
-async def test_cards_list_the_hub_s_grpc_interface_with_the_agent_as_tenant(grpc_hub):
+async def test_cards_list_the_hub_s_grpc_interface_with_the_agent_as_tenant(
+    grpc_hub, hub_grpc_port
+):
     await grpc_hub.endpoint_agent("echo")
     async with httpx.AsyncClient(timeout=30) as http:
         card = await A2ACardResolver(http, f"{grpc_hub.url}/a2a/echo").get_agent_card()
@@ -115,7 +117,7 @@ async def test_cards_list_the_hub_s_grpc_interface_with_the_agent_as_tenant(grpc
     bindings = [i.protocol_binding for i in card.supported_interfaces]
     assert bindings[-1] == "GRPC" and {"JSONRPC", "HTTP+JSON"} <= set(bindings)
     [interface] = [i for i in card.supported_interfaces if i.protocol_binding == "GRPC"]
-    assert interface.url == f"127.0.0.1:{grpc_binding.address(grpc_hub.url).split(':')[-1]}"
+    assert interface.url == f"127.0.0.1:{hub_grpc_port}"
     assert interface.tenant == "echo"
     [own] = [i for i in hub_card.supported_interfaces if i.protocol_binding == "GRPC"]
     assert own.url == interface.url and own.tenant == ""
@@ -191,12 +193,14 @@ async def test_refusals_carry_the_grpc_status_and_the_http_message(
 ):
     await grpc_hub.endpoint_agent("echo")
     _, token = await grpc_hub.caller("alpha")
+    _, listener = await grpc_hub.caller("listener", scopes=["a2a:receive"])
     channel, stub = _stub(hub_grpc_port)
     send_request = request("echo hi")
     cases = [
         ("echo", None, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", 401),
         ("echo", "Bearer nope", grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", 401),
         ("ghost", f"Bearer {token}", grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", 404),
+        ("echo", f"Bearer {listener}", grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", 403),
     ]
     try:
         for slug, auth, code, reason, http_status in cases:
