@@ -82,3 +82,24 @@ def test_serve_prints_the_grpc_address_and_every_worker_answers_there():
     finally:
         serve.terminate()
         serve.wait(30)
+
+
+def test_serve_with_grpc_off_serves_and_lists_no_grpc():
+    port = free_port()
+    serve = subprocess.Popen(
+        [*MANAGE, "a2a", "serve", "--no-demo", "--port", str(port)],
+        env={**cli_environment(), "HUB_GRPC_PORT": "off"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = _lines_until(serve, "Ctrl-C stops the hub")
+        assert not [line for line in lines if "gRPC" in line]
+        card = httpx.get(
+            f"http://127.0.0.1:{port}/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}
+        ).json()
+        assert "GRPC" not in {i["protocolBinding"] for i in card["supportedInterfaces"]}
+        assert not sockets_on(port + 1, LISTEN)
+    finally:
+        serve.terminate()
+        serve.wait(30)
