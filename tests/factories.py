@@ -18,6 +18,7 @@ from a2a_core.models import (
     TaskState,
 )
 from a2a_core.services.agents import Registration, agent_register
+from a2a_core.services.escalations import held_fingerprint
 
 _counter = itertools.count(1)
 _message_ids = itertools.count(1)
@@ -158,6 +159,7 @@ def held_escalation(
         question=text[:200],
         reason=reason,
         deadline=timezone.now() + timedelta(hours=1),
+        fingerprint=held_fingerprint(caller=caller_agent, message=message),
     )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_core import selectors
-from a2a_core.cli.output import ago, hub_error, read_json, table
+from a2a_core.cli.output import acting, ago, hub_error, read_json, table
 from a2a_core.errors import HubError
 from a2a_core.services import agents as agent_services
 
@@ -96,7 +96,7 @@ def register(args: argparse.Namespace, out: Any) -> None:
             role=args.role,
             delivery_mode=args.mode,
             scopes=args.scopes,
-            actor_label="cli",
+            **acting(args),
         )
     except HubError as exc:
         raise hub_error(exc) from None
@@ -127,7 +127,7 @@ def _agent(slug: str) -> Any:
 
 def suspend(args: argparse.Namespace, out: Any) -> None:
     agent = _agent(args.slug)
-    if agent_services.agent_suspend(agent=agent, reason=args.reason, actor_label="cli"):
+    if agent_services.agent_suspend(agent=agent, reason=args.reason, **acting(args)):
         out.write(f"suspended {agent.slug}")
     else:
         out.write(f"{agent.slug} was already suspended")
@@ -135,7 +135,7 @@ def suspend(args: argparse.Namespace, out: Any) -> None:
 
 def resume(args: argparse.Namespace, out: Any) -> None:
     agent = _agent(args.slug)
-    if agent_services.agent_resume(agent=agent, actor_label="cli"):
+    if agent_services.agent_resume(agent=agent, **acting(args)):
         out.write(f"resumed {agent.slug}")
     else:
         out.write(f"{agent.slug} is not suspended")
@@ -143,7 +143,7 @@ def resume(args: argparse.Namespace, out: Any) -> None:
 
 def token_rotate(args: argparse.Namespace, out: Any) -> None:
     agent = _agent(args.slug)
-    token = agent_services.agent_token_rotate(agent=agent, actor_label="cli")
+    token = agent_services.agent_token_rotate(agent=agent, **acting(args))
     out.write(f"token: {token}")
     out.write(
         f"The previous token of {agent.slug} no longer works; connections opened with it are "

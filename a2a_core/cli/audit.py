@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from django.utils import timezone
 
-from a2a_core.cli.output import fail
+from a2a_core.cli.output import acting, fail
 from a2a_core.models import Decision
 from a2a_core.schemas.envelopes import canonical_kind, valid_kinds_text
 from a2a_core.selectors.audit import (
@@ -180,6 +180,8 @@ def _decision_text(line: dict[str, Any]) -> str:
         Decision.REDIRECT: "redirected",
         Decision.REJECT: "rejected",
     }.get(action["action"], action["action"] or "-")
+    if action["reason"].endswith("_by_human") and action["detail"]:
+        return f"{verdict} ({action['detail']})"
     return f"{verdict} ({action['reason']})" if action["reason"] else verdict
 
 
@@ -350,7 +352,7 @@ def export(args: argparse.Namespace, out: Any) -> None:
         audit_record(
             action=f"audit.export.{what}",
             summary=f"exported {rows} {what}" + ("" if complete else " (interrupted)"),
-            actor_label="cli",
+            **acting(args),
             object_type="audit",
             data={"filters": _given(args), "rows": rows, "complete": complete},
         )

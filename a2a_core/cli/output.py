@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import getpass
 import json
 import sys
 from collections.abc import Sequence
@@ -13,6 +15,39 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from a2a_core.errors import HubError
+
+
+def add_as_option(parser: argparse.ArgumentParser) -> None:
+    """`--as USER` on `parser` and every command under it (after the command or before it)."""
+    parser.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER",
+        default=argparse.SUPPRESS,
+        help="the person this is done for, as audits and decisions show it "
+        "(default: the OS user running the command)",
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                add_as_option(child)
+
+
+def acting(args: argparse.Namespace) -> dict[str, Any]:
+    """`actor` and `actor_label` for a service: the dashboard user named by `--as` (or the
+    OS user) when one exists, and that name in any case."""
+    from django.contrib.auth import get_user_model
+
+    name = getattr(args, "as_user", None) or _os_user()
+    user = get_user_model().objects.filter(username=name, is_active=True).first()
+    return {"actor": user, "actor_label": name}
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (some containers)
+        return "cli"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from a2a_core.cli.output import ago, fail, hub_error, read_json, table
+from a2a_core.cli.output import acting, ago, fail, hub_error, read_json, table
 from a2a_core.errors import HubError
 from a2a_core.models import PolicyVersion
 from a2a_core.policy.dry_run import policy_dry_run
@@ -76,7 +76,7 @@ def set_policy(args: argparse.Namespace, out: Any) -> None:
     document = read_json(args.file)
     try:
         version = policy_services.policy_publish(
-            document=document, reason=args.reason, actor_label="cli"
+            document=document, reason=args.reason, **acting(args)
         )
     except HubError as exc:
         raise hub_error(exc) from None
@@ -86,7 +86,7 @@ def set_policy(args: argparse.Namespace, out: Any) -> None:
 def rollback(args: argparse.Namespace, out: Any) -> None:
     try:
         version = policy_services.policy_rollback(
-            number=args.number, reason=args.reason, actor_label="cli"
+            number=args.number, reason=args.reason, **acting(args)
         )
     except HubError as exc:
         raise hub_error(exc) from None

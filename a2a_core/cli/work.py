@@ -10,12 +10,13 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from a2a_core.cli.output import ago, fail, hub_error, table
+from a2a_core.cli.output import acting, ago, fail, hub_error, table
 from a2a_core.errors import HubError, ValidationFailed
 from a2a_core.models import EscalationKind, TaskState
 from a2a_core.selectors.audit import agent_ids
 from a2a_core.selectors.escalations import escalation_inbox
 from a2a_core.selectors.task_views import task_recent
+from a2a_core.services import escalation_triage as triage
 from a2a_core.services import escalations as decide
 from a2a_core.services.users import ROLES, user_create, user_set_role
 
@@ -49,6 +50,15 @@ def add_parsers(sub: Any) -> None:
     a.add_argument("id", type=int, metavar="ID")
     a.add_argument("reason", metavar="REASON")
     a.set_defaults(handler=reject)
+    a = actions.add_parser("claim", help='mark an escalation as yours ("I\'m on it")')
+    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument(
+        "--take-over", action="store_true", help="take it even if someone else claimed it"
+    )
+    a.set_defaults(handler=claim)
+    a = actions.add_parser("release", help="give a claim up")
+    a.add_argument("id", type=int, metavar="ID")
+    a.set_defaults(handler=release)
 
 
 def tasks(args: argparse.Namespace, out: Any) -> None:
@@ -141,6 +151,7 @@ def escalations(args: argparse.Namespace, out: Any) -> None:
                         "reason": e.reason,
                         "answerSchema": e.answer_schema,
                         "deadline": e.deadline.isoformat() if e.deadline else None,
+                        "claimedBy": e.claimed_by_name or None,
                         "chain": [t.pk for t in card.chain],
                     },
                     ensure_ascii=False,
@@ -152,7 +163,7 @@ def escalations(args: argparse.Namespace, out: Any) -> None:
         return
     out.write(
         table(
-            ["ID", "KIND", "PRIORITY", "AGENT", "TASK", "DUE", "QUESTION"],
+            ["ID", "KIND", "PRIORITY", "AGENT", "TASK", "DUE", "CLAIMED", "QUESTION"],
             [
                 [
                     c.escalation.pk,
@@ -161,6 +172,7 @@ def escalations(args: argparse.Namespace, out: Any) -> None:
                     c.escalation.agent.slug,
                     c.escalation.task_id,
                     _due(c.escalation.deadline),
+                    c.escalation.claimed_by_name or "-",
                     _short(c.escalation.question or c.message_text),
                 ]
                 for c in inbox.pending
@@ -170,13 +182,14 @@ def escalations(args: argparse.Namespace, out: Any) -> None:
     out.write("")
     out.write(
         "Answer a question: a2a escalations answer ID TEXT; a held message: "
-        "approve ID | redirect ID AGENT | reject ID REASON"
+        "approve ID | redirect ID AGENT | reject ID REASON; claim ID | release ID. "
+        "--as USER says who you act for (default: the OS user)."
     )
 
 
-def _decide(action: Any, out: Any, done: str, **kwargs: Any) -> None:
+def _decide(action: Any, args: argparse.Namespace, out: Any, done: str, **kwargs: Any) -> None:
     try:
-        escalation = action(actor_label="cli", **kwargs)
+        escalation = action(**acting(args), **kwargs)
     except HubError as exc:
         raise _one_line(exc) from None
     out.write(
@@ -192,19 +205,31 @@ def answer(args: argparse.Namespace, out: Any) -> None:
         except json.JSONDecodeError as exc:
             raise fail(f"--data is not valid JSON: {exc.msg} (column {exc.colno})") from None
     _decide(
-        decide.escalation_answer, out, "answered", escalation_id=args.id, text=args.text, data=data
+        decide.escalation_answer,
+        args,
+        out,
+        "answered",
+        escalation_id=args.id,
+        text=args.text,
+        data=data,
     )
 
 
 def approve(args: argparse.Namespace, out: Any) -> None:
     _decide(
-        decide.escalation_approve, out, "approved", escalation_id=args.id, edited_text=args.text
+        decide.escalation_approve,
+        args,
+        out,
+        "approved",
+        escalation_id=args.id,
+        edited_text=args.text,
     )
 
 
 def redirect(args: argparse.Namespace, out: Any) -> None:
     _decide(
         decide.escalation_redirect,
+        args,
         out,
         f"redirected to {args.to}:",
         escalation_id=args.id,
@@ -213,7 +238,24 @@ def redirect(args: argparse.Namespace, out: Any) -> None:
 
 
 def reject(args: argparse.Namespace, out: Any) -> None:
-    _decide(decide.escalation_reject, out, "rejected", escalation_id=args.id, reason=args.reason)
+    _decide(
+        decide.escalation_reject, args, out, "rejected", escalation_id=args.id, reason=args.reason
+    )
+
+
+def claim(args: argparse.Namespace, out: Any) -> None:
+    _decide(
+        triage.escalation_claim,
+        args,
+        out,
+        "claimed",
+        escalation_id=args.id,
+        take_over=args.take_over,
+    )
+
+
+def release(args: argparse.Namespace, out: Any) -> None:
+    _decide(triage.escalation_release, args, out, "released", escalation_id=args.id)
 
 
 # --- dashboard users --------------------------------------------------------------------------
@@ -241,7 +283,7 @@ def _one_line(exc: HubError) -> CommandError:
 def user_add(args: argparse.Namespace, out: Any) -> None:
     password = secrets.token_urlsafe(12)
     try:
-        user_create(username=args.username, password=password, role=args.role, actor_label="cli")
+        user_create(username=args.username, password=password, role=args.role, **acting(args))
     except HubError as exc:
         raise _one_line(exc) from None
     out.write(f"created {args.role} {args.username}\npassword: {password}")
@@ -250,7 +292,7 @@ def user_add(args: argparse.Namespace, out: Any) -> None:
 
 def user_role(args: argparse.Namespace, out: Any) -> None:
     try:
-        user_set_role(username=args.username, role=args.role, actor_label="cli")
+        user_set_role(username=args.username, role=args.role, **acting(args))
     except HubError as exc:
         raise _one_line(exc) from None
     out.write(f"{args.username} is now {args.role}")

@@ -62,7 +62,14 @@ class Escalation(models.Model):
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
+    # Who decided, by name: the user's name, or the person a CLI command ran for.
+    decided_by_name = models.CharField(max_length=150, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # "I'm on it": the person working on it now (anyone may release it or take it over).
+    claimed_by_name = models.CharField(max_length=150, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # Held messages with the same caller, target and content share it: the inbox folds them.
+    fingerprint = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -72,6 +79,7 @@ class Escalation(models.Model):
                 fields=["status", "-priority_rank", "-created_at"], name="escalation_inbox"
             ),
             models.Index(fields=["status", "deadline"], name="escalation_deadline"),
+            models.Index(fields=["status", "fingerprint"], name="escalation_fold"),
         ]
 
     def __str__(self) -> str:
@@ -80,3 +88,10 @@ class Escalation(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status == EscalationStatus.PENDING
+
+    @property
+    def decider(self) -> str:
+        """Who decided, by name ("the hub" for decisions no person made)."""
+        if self.decided_by_name:
+            return self.decided_by_name
+        return self.decided_by.get_username() if self.decided_by else "the hub"

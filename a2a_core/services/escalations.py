@@ -10,6 +10,8 @@ Every decision is an audit event and announced on the `escalations` group.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -65,6 +67,16 @@ def _set_state(
     )
 
 
+def held_fingerprint(*, caller: Agent, message: Message) -> str:
+    """Same caller, same target, same content: the same fingerprint (the inbox folds them)."""
+    content = json.dumps(
+        [caller.pk, message.target_id, message.parts, message.envelope],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
 def escalation_hold(
     *, task: Task, message: Message, decision: Decision, caller: Agent
 ) -> Escalation:
@@ -84,6 +96,7 @@ def escalation_hold(
         reason=decision.detail[:500],
         deadline=deadline,
         timeout_outcome=rule.timeout_outcome if rule is not None else "reject",
+        fingerprint=held_fingerprint(caller=caller, message=message),
     )
     _set_state(
         task,
@@ -104,6 +117,24 @@ def _text(value: str, field: str) -> str:
     return value.strip()
 
 
+def open_any(escalation_id: int) -> Escalation:
+    """A pending escalation of either kind, locked (NotFound, or Conflict once decided)."""
+    escalation = (
+        Escalation.objects.select_for_update(of=("self",))
+        .select_related("agent")
+        .filter(pk=escalation_id)
+        .first()
+    )
+    if escalation is None:
+        raise NotFound(f"there is no escalation {escalation_id}")
+    if escalation.status != EscalationStatus.PENDING:
+        raise Conflict(
+            f"escalation {escalation_id} was already {escalation.status} by {escalation.decider}",
+            details={"status": escalation.status},
+        )
+    return escalation
+
+
 def _open(escalation_id: int, kind: str = EscalationKind.APPROVAL) -> Escalation:
     escalation = (
         Escalation.objects.select_for_update(of=("self",))
@@ -116,9 +147,8 @@ def _open(escalation_id: int, kind: str = EscalationKind.APPROVAL) -> Escalation
     if escalation.kind != kind:
         raise Conflict(f"escalation {escalation_id} is an {escalation.kind} escalation")
     if escalation.status != EscalationStatus.PENDING:
-        who = escalation.decided_by.get_username() if escalation.decided_by else "the hub"
         raise Conflict(
-            f"escalation {escalation_id} was already {escalation.status} by {who}",
+            f"escalation {escalation_id} was already {escalation.status} by {escalation.decider}",
             details={"status": escalation.status},
         )
     # Lock the task too: a decision changes it.
@@ -126,19 +156,36 @@ def _open(escalation_id: int, kind: str = EscalationKind.APPROVAL) -> Escalation
     return escalation
 
 
-def _decided(escalation: Escalation, status: str, actor: User | None, **fields: Any) -> None:
+def who_acts(actor: User | None, actor_label: str) -> str:
+    """The name a decision is shown under: the user's, else the label given (a CLI's user)."""
+    if actor is not None and actor.is_authenticated:
+        return actor.get_username()
+    return actor_label or "the hub"
+
+
+def _decided(
+    escalation: Escalation, status: str, actor: User | None, who: str, **fields: Any
+) -> None:
     escalation.status = status
     escalation.decided_by = actor if actor is not None and actor.is_authenticated else None
+    escalation.decided_by_name = who[:150]
     escalation.decided_at = timezone.now()
+    escalation.claimed_by_name = ""
+    escalation.claimed_at = None
     for name, value in fields.items():
         setattr(escalation, name, value)
     escalation.save()
     announce_escalation(escalation, "escalation.decided")
 
 
+def _stamp() -> str:
+    return timezone.now().strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _queue(message: Message) -> None:
     """Queue a message for the outbox; its task gets a fresh deadline for the delivery."""
-    Message.objects.filter(pk=message.pk).update(delivery_state=DeliveryState.QUEUED)
+    message.delivery_state = DeliveryState.QUEUED
+    message.save(update_fields=["delivery_state", "decision", "decision_reason", "decision_detail"])
     deadline = timezone.now() + timedelta(seconds=settings.HUB_FORWARD_TIMEOUT)
     Task.objects.filter(pk=message.task_id, deadline__isnull=False).update(deadline=deadline)
     publish_many_on_commit([("outbox", event("outbox.queued", message_pk=message.pk))])
@@ -181,7 +228,7 @@ def escalation_answer(
             f"task {task.pk} is {task.state}: it no longer waits for an answer",
             details={"taskId": task.pk, "state": task.state},
         )
-    who = actor.get_username() if actor is not None else actor_label or "the hub"
+    who = who_acts(actor, actor_label)
     parts: list[dict[str, Any]] = [{"text": text}]
     if data is not None:
         parts.append({"data": data, "mediaType": "application/json"})
@@ -201,11 +248,11 @@ def escalation_answer(
         trace_id=task.trace_id,
         decision=Verdict.DELIVER,
         decision_reason="answered_by_human",
-        decision_detail=f"answered by {who}",
+        decision_detail=f"answered by {who} at {_stamp()}",
     )
     _set_state(task, TaskState.WORKING, f"answered by {who}; delivering")
     _queue(message)
-    _decided(escalation, EscalationStatus.ANSWERED, actor, answer=text, answer_data=data)
+    _decided(escalation, EscalationStatus.ANSWERED, actor, who, answer=text, answer_data=data)
     audit_record(
         action="escalation.answer",
         summary=f"answered {escalation.agent.slug}'s question on task {task.pk}",
@@ -245,13 +292,17 @@ def escalation_approve(
         ]
         message.summary = edited_text[:200]
         message.save(update_fields=["parts", "summary"])
-    who = actor.get_username() if actor is not None else actor_label or "the hub"
+    who = who_acts(actor, actor_label)
     _set_state(escalation.task, TaskState.WORKING, f"approved by {who}; delivering")
+    message.decision = Verdict.DELIVER
+    message.decision_reason = "approved_by_human"
+    message.decision_detail = f"approved by {who} at {_stamp()}" + (", edited" if data else "")
     _queue(message)
     _decided(
         escalation,
         EscalationStatus.APPROVED,
         actor,
+        who,
         answer=edited_text or "",
         answer_data=data or None,
     )
@@ -291,7 +342,10 @@ def escalation_redirect(
     task.path = [*task.path[:-1], target.slug]
     message.redirected_to = target
     message.save(update_fields=["redirected_to"])
-    who = actor.get_username() if actor is not None else actor_label or "the hub"
+    who = who_acts(actor, actor_label)
+    message.decision = Verdict.REDIRECT
+    message.decision_reason = "redirected_by_human"
+    message.decision_detail = f"redirected to {to} by {who} at {_stamp()}"
     _set_state(
         task,
         TaskState.WORKING,
@@ -299,7 +353,7 @@ def escalation_redirect(
         also_save=["target", "path"],
     )
     _queue(message)
-    _decided(escalation, EscalationStatus.REDIRECTED, actor, answer=to)
+    _decided(escalation, EscalationStatus.REDIRECTED, actor, who, answer=to)
     audit_record(
         action="escalation.redirect",
         summary=f"redirected held message {message.message_id} from {escalation.agent.slug} to {to}",
@@ -327,10 +381,16 @@ def escalation_reject(
     escalation = _open(escalation_id)
     message = escalation.message
     assert message is not None
-    who = actor.get_username() if actor is not None else actor_label or "the hub"
+    who = who_acts(actor, actor_label)
     _set_state(escalation.task, TaskState.REJECTED, f"rejected by {who}: {reason}", reason=reason)
-    Message.objects.filter(pk=message.pk).update(delivery_state=DeliveryState.REJECTED)
-    _decided(escalation, EscalationStatus.REJECTED, actor, answer=reason)
+    # The decision stays `hold`: a retry of a refused message is judged anew, of a rejected
+    # held one answered with its task (see Message's idempotency constraint).
+    Message.objects.filter(pk=message.pk).update(
+        delivery_state=DeliveryState.REJECTED,
+        decision_reason="rejected_by_human",
+        decision_detail=f"rejected by {who} at {_stamp()}: {reason}",
+    )
+    _decided(escalation, EscalationStatus.REJECTED, actor, who, answer=reason)
     audit_record(
         action="escalation.reject",
         summary=f"rejected held message {message.message_id} from {escalation.agent.slug}: {reason}",

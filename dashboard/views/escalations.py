@@ -80,8 +80,7 @@ def _outcome(escalation: Escalation) -> str:
         return "withdrawn (the agent's task moved on)"
     if escalation.status == EscalationStatus.EXPIRED:
         return "expired (nobody decided before the deadline)"
-    who = escalation.decided_by.get_username() if escalation.decided_by else "the hub"
-    return f"{escalation.status} by {who}"
+    return f"{escalation.status} by {escalation.decider}"
 
 
 def _json_field(raw: str) -> Any:

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from a2a_core.cli import agents, audit, identity, policy, serve, work
+from a2a_core.cli.output import add_as_option
 
 
 class Command(BaseCommand):
@@ -19,6 +20,7 @@ class Command(BaseCommand):
         for module in (agents, work, audit, policy, identity, serve):
             module.add_parsers(sub)
         work.add_user_parsers(sub)
+        add_as_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         import argparse

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -165,7 +166,7 @@ def test_export_writes_the_filtered_set_to_a_file_and_records_it(traffic, tmp_pa
     progress = capsys.readouterr().err
     assert "2/2 messages read, 2 messages written" in progress
     event = AuditEvent.objects.get(action="audit.export.messages")
-    assert event.actor_label == "cli"
+    assert event.actor_label == getpass.getuser()  # the OS user, without --as
     assert event.data["rows"] == 2 and event.data["complete"] is True
     assert event.data["filters"] == {"agent": "alpha", "decision": "reject"}
 

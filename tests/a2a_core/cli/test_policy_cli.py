@@ -30,15 +30,23 @@ def test_show_prints_the_defaults_before_anything_is_published():
 
 
 def test_set_publishes_a_version_and_prints_its_diff(draft):
-    out = a2a("policy", "set", draft({"limits": {"perMinute": 30}}), "--reason", "calm the storm")
+    out = a2a(
+        "policy",
+        "set",
+        draft({"limits": {"perMinute": 30}}),
+        "--reason",
+        "calm the storm",
+        "--as",
+        "olga",
+    )
     assert out.splitlines() == [
         "policy v1 is active (1 change)",
         "  limits: messages per minute: 600 → 30",
     ]
     assert json.loads(a2a("policy", "show"))["limits"]["perMinute"] == 30
     version = PolicyVersion.objects.get()
-    assert (version.author_label, version.reason) == ("cli", "calm the storm")
-    assert AuditEvent.objects.filter(action="policy.publish", actor_label="cli").count() == 1
+    assert (version.author_label, version.reason) == ("olga", "calm the storm")
+    assert AuditEvent.objects.filter(action="policy.publish", actor_label="olga").count() == 1
 
 
 def test_set_refuses_an_invalid_policy_naming_every_field_and_stores_nothing(draft):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 
 import pytest
 from django.core.management.base import CommandError
 
 from a2a_core.models import AuditEvent, EscalationStatus, Message, TaskState
+from a2a_core.services.users import user_create
 from tests.a2a_core.cli.helpers import a2a
 from tests.factories import held_escalation, make_task, question_escalation, register
 
@@ -71,14 +73,16 @@ def test_escalations_lists_what_waits_most_urgent_first():
 
 def test_answer_sends_the_text_to_the_agent_and_its_task_works_again():
     escalation = question_escalation("which region?")
-    out = a2a("escalations", "answer", str(escalation.pk), "eu-west-1")
+    out = a2a("escalations", "answer", str(escalation.pk), "eu-west-1", "--as", "dana")
     assert out.strip() == f"answered escalation {escalation.pk} (duc, task {escalation.task_id})"
     escalation.refresh_from_db()
     assert escalation.status == EscalationStatus.ANSWERED and escalation.answer == "eu-west-1"
     assert escalation.task.state == TaskState.WORKING
     reply = Message.objects.get(task=escalation.task, decision_reason="answered_by_human")
     assert reply.parts == [{"text": "eu-west-1"}] and reply.delivery_state == "queued"
-    assert AuditEvent.objects.filter(action="escalation.answer", actor_label="cli").exists()
+    assert AuditEvent.objects.filter(action="escalation.answer", actor_label="dana").exists()
+    assert escalation.decider == "dana"
+    assert reply.decision_detail.startswith("answered by dana at ")
 
 
 def test_answer_with_data_checks_the_schema_the_agent_declared():
@@ -104,7 +108,7 @@ def test_held_messages_are_approved_redirected_or_rejected_and_decided_only_once
     register("other")
     a2a("escalations", "approve", str(approve.pk), "--text", "edited")
     a2a("escalations", "redirect", str(redirect.pk), "other")
-    a2a("escalations", "reject", str(reject.pk), "not on a Friday")
+    a2a("escalations", "--as", "erin", "reject", str(reject.pk), "not on a Friday")
     statuses = {
         e.pk: (e.status, e.task.state)
         for e in (approve, redirect, reject)
@@ -115,9 +119,7 @@ def test_held_messages_are_approved_redirected_or_rejected_and_decided_only_once
         redirect.pk: (EscalationStatus.REDIRECTED, TaskState.WORKING),
         reject.pk: (EscalationStatus.REJECTED, TaskState.REJECTED),
     }
-    with pytest.raises(
-        CommandError, match=f"escalation {reject.pk} was already rejected by the hub"
-    ):
+    with pytest.raises(CommandError, match=f"escalation {reject.pk} was already rejected by erin"):
         a2a("escalations", "approve", str(reject.pk))
 
 
@@ -157,3 +159,56 @@ def test_user_add_prints_a_password_that_logs_in_and_role_changes_it(client):
         a2a("user", "add", "ana")
     with pytest.raises(CommandError, match="unknown user; username: no user 'bob'"):
         a2a("user", "role", "bob", "admin")
+
+
+def test_cli_decisions_carry_the_os_user_and_the_messages_read_as_decided():
+    approve, redirect, reject = (held_escalation(f"m{i}", caller=f"c{i}") for i in range(3))
+    register("other")
+    user_create(username="frank", password="a-long-test-password-2026", role="operator")
+    a2a("escalations", "approve", str(approve.pk))
+    a2a("escalations", "redirect", str(redirect.pk), "other", "--as", "frank")
+    a2a("escalations", "reject", str(reject.pk), "not today", "--as", "gina")
+    me = getpass.getuser()
+    approve.refresh_from_db()
+    redirect.refresh_from_db()
+    reject.refresh_from_db()
+    assert (approve.decider, redirect.decider, reject.decider) == (me, "frank", "gina")
+    # --as naming a dashboard user records that user too.
+    assert redirect.decided_by is not None and redirect.decided_by.username == "frank"
+    approved = Message.objects.get(pk=approve.message_id)
+    assert (approved.decision, approved.decision_reason) == ("deliver", "approved_by_human")
+    assert approved.decision_detail.startswith(f"approved by {me} at ")
+    redirected = Message.objects.get(pk=redirect.message_id)
+    assert (redirected.decision, redirected.decision_reason) == ("redirect", "redirected_by_human")
+    assert redirected.decision_detail.startswith("redirected to other by frank at ")
+    rejected = Message.objects.get(pk=reject.message_id)
+    assert rejected.decision_reason == "rejected_by_human"
+    assert rejected.decision_detail.endswith(": not today")
+    log = a2a("log", "--limit", "10")
+    assert f"delivered (approved by {me} at " in log
+    assert "redirected (redirected to other by frank at " in log
+    audit = AuditEvent.objects.filter(action__startswith="escalation.")
+    assert sorted(audit.values_list("actor_label", flat=True)) == sorted([me, "frank", "gina"])
+
+
+def test_a_claim_from_the_cli_shows_who_and_can_be_taken_over():
+    escalation = held_escalation("deploy?")
+    a2a("escalations", "claim", str(escalation.pk), "--as", "hana")
+    assert "hana" in a2a("escalations").splitlines()[2]
+    with pytest.raises(CommandError, match="is claimed by hana; take it over"):
+        a2a("escalations", "claim", str(escalation.pk), "--as", "ivan")
+    a2a("escalations", "claim", str(escalation.pk), "--as", "ivan", "--take-over")
+    escalation.refresh_from_db()
+    assert escalation.claimed_by_name == "ivan"
+    a2a("escalations", "release", str(escalation.pk), "--as", "ivan")
+    escalation.refresh_from_db()
+    assert escalation.claimed_by_name == ""
+    assert list(
+        AuditEvent.objects.filter(action__startswith="escalation.")
+        .order_by("pk")
+        .values_list("action", "actor_label")
+    ) == [
+        ("escalation.claim", "hana"),
+        ("escalation.take_over", "ivan"),
+        ("escalation.release", "ivan"),
+    ]

@@ -1,0 +1,144 @@
+"""Working an inbox of escalations as a team: claims ("I'm on it") and decisions in bulk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
+from a2a_core.models import Escalation
+from a2a_core.services.audit import audit_record
+from a2a_core.services.escalations import (
+    escalation_approve,
+    escalation_redirect,
+    escalation_reject,
+    open_any,
+    who_acts,
+)
+from a2a_core.services.tasks import announce_escalation
+
+
+@transaction.atomic
+def escalation_claim(
+    *,
+    escalation_id: int,
+    actor: User | None = None,
+    actor_label: str = "",
+    take_over: bool = False,
+) -> Escalation:
+    """Mark a pending escalation as taken by a person ("I'm on it"), shown live to everyone.
+
+    Claiming one another person holds raises Conflict unless `take_over`; claiming one's own
+    claim again changes nothing. A claim is advisory: anyone with the role may still decide.
+    """
+    escalation = open_any(escalation_id)
+    who = who_acts(actor, actor_label)
+    holder = escalation.claimed_by_name
+    if holder == who:
+        return escalation
+    if holder and not take_over:
+        raise Conflict(
+            f"escalation {escalation_id} is claimed by {holder}; take it over to work on it",
+            details={"claimedBy": holder},
+        )
+    escalation.claimed_by_name = who[:150]
+    escalation.claimed_at = timezone.now()
+    escalation.save(update_fields=["claimed_by_name", "claimed_at"])
+    audit_record(
+        action="escalation.take_over" if holder else "escalation.claim",
+        summary=f"{who} took over escalation {escalation.pk} from {holder}"
+        if holder
+        else f"{who} claimed escalation {escalation.pk}",
+        actor=actor,
+        actor_label=who,
+        agent=escalation.agent,
+        object_type="escalation",
+        object_id=escalation.pk,
+        data={"from": holder} if holder else None,
+    )
+    announce_escalation(escalation, "escalation.claimed")
+    return escalation
+
+
+@transaction.atomic
+def escalation_release(
+    *, escalation_id: int, actor: User | None = None, actor_label: str = ""
+) -> Escalation:
+    """Give a claim up (whoever holds it); an unclaimed escalation is left as it is."""
+    escalation = open_any(escalation_id)
+    holder = escalation.claimed_by_name
+    if not holder:
+        return escalation
+    who = who_acts(actor, actor_label)
+    escalation.claimed_by_name = ""
+    escalation.claimed_at = None
+    escalation.save(update_fields=["claimed_by_name", "claimed_at"])
+    audit_record(
+        action="escalation.release",
+        summary=f"{who} released escalation {escalation.pk}"
+        + (f" (claimed by {holder})" if holder != who else ""),
+        actor=actor,
+        actor_label=who,
+        agent=escalation.agent,
+        object_type="escalation",
+        object_id=escalation.pk,
+    )
+    announce_escalation(escalation, "escalation.claimed")
+    return escalation
+
+
+@dataclass
+class BulkOutcome:
+    done: list[int] = field(default_factory=list)
+    # (escalation id, why it was not decided)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def escalations_decide(
+    *,
+    ids: Sequence[int],
+    action: str,
+    reason: str = "",
+    to: str = "",
+    actor: User | None = None,
+    actor_label: str = "",
+) -> BulkOutcome:
+    """Approve, reject (one reason for all) or redirect several held messages.
+
+    Each is decided in its own transaction: one already decided (or refused) is reported in
+    `skipped` and does not stop the others. Ids are taken once each, in the order given.
+    """
+    if action == "reject" and not reason.strip():
+        raise ValidationFailed(
+            "a reason is required", [FieldProblem("reason", "say why; the calling agents see it")]
+        )
+    if action == "redirect" and not to:
+        raise ValidationFailed("no agent chosen", [FieldProblem("to", "choose an agent")])
+    outcome = BulkOutcome()
+    for pk in dict.fromkeys(ids):
+        try:
+            if action == "approve":
+                escalation_approve(escalation_id=pk, actor=actor, actor_label=actor_label)
+            elif action == "reject":
+                escalation_reject(
+                    escalation_id=pk, reason=reason, actor=actor, actor_label=actor_label
+                )
+            elif action == "redirect":
+                escalation_redirect(escalation_id=pk, to=to, actor=actor, actor_label=actor_label)
+            else:
+                raise ValidationFailed(
+                    "unknown action",
+                    [FieldProblem("action", "use approve, reject or redirect")],
+                )
+            outcome.done.append(pk)
+        except (Conflict, NotFound) as exc:
+            outcome.skipped.append((pk, exc.message))
+        except ValidationFailed as exc:
+            if exc.problems and exc.problems[0].field == "action":
+                raise
+            outcome.skipped.append((pk, "; ".join([exc.message, *map(str, exc.problems)])))
+    return outcome
