@@ -48,6 +48,11 @@ urlpatterns = [
         name="escalation_redirect",
     ),
     path("escalations/<int:pk>/reject/", escalations.escalation_reject, name="escalation_reject"),
+    path("escalations/<int:pk>/claim/", escalations.escalation_claim, name="escalation_claim"),
+    path(
+        "escalations/<int:pk>/release/", escalations.escalation_release, name="escalation_release"
+    ),
+    path("escalations/bulk/", escalations.escalation_bulk, name="escalation_bulk"),
     # policy
     path("policy/", policy.policy, name="policy"),
     path("policy/draft/", policy.policy_draft, name="policy_draft"),

@@ -135,7 +135,7 @@ def _due(deadline: Any) -> str:
 
 
 def escalations(args: argparse.Namespace, out: Any) -> None:
-    inbox = escalation_inbox(pending_limit=500, decided_limit=0)
+    inbox = escalation_inbox(pending_limit=500, decided_limit=0, fold=False)
     if args.json:
         for card in inbox.pending:
             e = card.escalation

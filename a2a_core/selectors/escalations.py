@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
 
-from django.db.models import QuerySet
+from django.db.models import F, OrderBy, Q, QuerySet
+from django.utils import timezone
 
 from a2a_core.errors import NotFound
-from a2a_core.models import Agent, Escalation, EscalationKind, EscalationStatus, Skill, Task
+from a2a_core.models import (
+    Agent,
+    Escalation,
+    EscalationKind,
+    EscalationStatus,
+    Priority,
+    Skill,
+    Task,
+)
 from a2a_core.schemas.a2a import text_of
 
 
@@ -22,6 +35,16 @@ class EscalationCard:
     # Agents a held message can go to instead: first those with the task's skill, then the rest.
     skilled: list[str] = field(default_factory=list)
     others: list[str] = field(default_factory=list)
+    # The ids of identical held messages folded into this card, this one first.
+    fold: list[int] = field(default_factory=list)
+
+    @property
+    def fold_ids(self) -> str:
+        return ",".join(str(pk) for pk in self.fold or [self.escalation.pk])
+
+    @property
+    def others_folded(self) -> str:
+        return ",".join(str(pk) for pk in self.fold[1:])
 
     @property
     def answer_schema_json(self) -> str:
@@ -33,10 +56,107 @@ class EscalationCard:
 
 
 @dataclass
+class EscalationGroup:
+    key: str
+    label: str
+    cards: list[EscalationCard]
+
+
+@dataclass
 class EscalationInbox:
     pending: list[EscalationCard]
     decided: list[EscalationCard]
+    # Pending escalations matching the filters (each folded one counted).
     pending_total: int
+    # Cards the filters let through, before the limit (a fold is one card).
+    card_total: int = 0
+    groups: list[EscalationGroup] = field(default_factory=list)
+
+
+SORTS: dict[str, tuple[str | OrderBy, ...]] = {
+    "priority": ("-priority_rank", "-created_at", "-pk"),
+    "deadline": (F("deadline").asc(nulls_last=True), "-priority_rank", "pk"),
+    "newest": ("-created_at", "-pk"),
+    "oldest": ("created_at", "pk"),
+}
+AGES = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1), "1d": timedelta(days=1)}
+STATES = ("claimed", "unclaimed")
+GROUPINGS = ("agent", "chain")
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    """What the inbox shows; every field is a URL parameter of the page (unknown values are
+    dropped, never an error: a shared link keeps working)."""
+
+    agent: str = ""
+    # "caller:target"
+    pair: str = ""
+    kind: str = ""
+    priority: str = ""
+    skill: str = ""
+    # Older than: one of AGES.
+    age: str = ""
+    # One of STATES.
+    state: str = ""
+    q: str = ""
+    sort: str = "priority"
+    # One of GROUPINGS.
+    group: str = ""
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> InboxFilter:
+        def pick(name: str, allowed: Iterable[str], default: str = "") -> str:
+            value = str(params.get(name) or "")
+            return value if value in allowed else default
+
+        def text(name: str, size: int) -> str:
+            return str(params.get(name) or "").replace("\x00", "").strip()[:size]
+
+        return cls(
+            agent=text("agent", 64),
+            pair=text("pair", 130) if ":" in str(params.get("pair") or "") else "",
+            kind=pick("kind", EscalationKind.values),
+            priority=pick("priority", Priority.values),
+            skill=text("skill", 200),
+            age=pick("age", AGES),
+            state=pick("state", STATES),
+            q=text("q", 200),
+            sort=pick("sort", SORTS, "priority"),
+            group=pick("group", GROUPINGS),
+        )
+
+    def query(self) -> str:
+        """The URL query of this view (defaults left out)."""
+        values = {
+            k: v for k, v in asdict(self).items() if v and not (k == "sort" and v == "priority")
+        }
+        return urlencode(values)
+
+    def narrows(self, rows: QuerySet[Escalation], *, now: datetime) -> QuerySet[Escalation]:
+        where = Q()
+        if self.agent:
+            where &= Q(agent__slug=self.agent)
+        if self.pair:
+            caller, _, target = self.pair.partition(":")
+            where &= Q(task__caller__slug=caller, task__target__slug=target)
+        if self.kind:
+            where &= Q(kind=self.kind)
+        if self.priority:
+            where &= Q(priority=self.priority)
+        if self.skill:
+            where &= Q(task__skill=self.skill)
+        if self.age:
+            where &= Q(created_at__lte=now - AGES[self.age])
+        if self.q:
+            where &= (
+                Q(question__icontains=self.q)
+                | Q(reason__icontains=self.q)
+                | Q(message__summary__icontains=self.q)
+                | Q(agent__slug__icontains=self.q)
+                | Q(task__target__slug__icontains=self.q)
+            )
+        return rows.filter(where)
 
 
 def _rows() -> QuerySet[Escalation]:
@@ -45,28 +165,107 @@ def _rows() -> QuerySet[Escalation]:
     )
 
 
-def escalation_inbox(*, pending_limit: int = 50, decided_limit: int = 20) -> EscalationInbox:
-    """Pending escalations, most urgent then newest first, and the latest decided ones.
+def escalation_inbox(
+    *,
+    filters: InboxFilter | None = None,
+    pending_limit: int = 50,
+    decided_limit: int = 20,
+    fold: bool = True,
+) -> EscalationInbox:
+    """Pending escalations matching `filters` in its order (most urgent then newest first by
+    default), and the latest decided ones matching them too.
 
-    A fixed number of queries plus one per level of delegation depth (see `_chains`).
+    With `fold`, identical held messages (same caller, target and content) are one card,
+    placed where the first of them would be, carrying the others' ids. The pending list
+    reads the ids of every match (one narrow query), then the first `pending_limit` cards'
+    rows: a fixed number of queries plus one per level of delegation depth (see `_chains`).
     """
-    pending = list(
-        _rows()
-        .filter(status=EscalationStatus.PENDING)
-        .order_by("-priority_rank", "-created_at", "-pk")[:pending_limit]
+    filters = filters or InboxFilter()
+    now = timezone.now()
+    pending_rows = filters.narrows(
+        Escalation.objects.filter(status=EscalationStatus.PENDING), now=now
     )
-    total = len(pending)
-    if total == pending_limit:
-        total = Escalation.objects.filter(status=EscalationStatus.PENDING).count()
-    decided = list(
-        _rows()
-        .exclude(status=EscalationStatus.PENDING)
-        .order_by("-decided_at", "-pk")[:decided_limit]
+    if filters.state == "claimed":
+        pending_rows = pending_rows.exclude(claimed_by_name="")
+    elif filters.state == "unclaimed":
+        pending_rows = pending_rows.filter(claimed_by_name="")
+    folds: dict[str, list[int]] = {}
+    total = 0
+    for pk, fingerprint in pending_rows.order_by(*SORTS[filters.sort]).values_list(
+        "pk", "fingerprint"
+    ):
+        total += 1
+        key = fingerprint if fold and fingerprint else f"#{pk}"
+        folds.setdefault(key, []).append(pk)
+    shown = list(folds.values())[:pending_limit]
+    leads = _rows().in_bulk([ids[0] for ids in shown])
+    pending = [leads[ids[0]] for ids in shown if ids[0] in leads]
+    decided = (
+        list(
+            filters.narrows(_rows().exclude(status=EscalationStatus.PENDING), now=now).order_by(
+                "-decided_at", "-pk"
+            )[:decided_limit]
+        )
+        if decided_limit
+        else []
     )
     cards = _cards([*pending, *decided])
+    pending_cards = cards[: len(pending)]
+    fold_of = {ids[0]: ids for ids in shown}
+    for card in pending_cards:
+        card.fold = fold_of[card.escalation.pk]
     return EscalationInbox(
-        pending=cards[: len(pending)], decided=cards[len(pending) :], pending_total=total
+        pending=pending_cards,
+        decided=cards[len(pending) :],
+        pending_total=total,
+        card_total=len(folds),
+        groups=_groups(pending_cards, filters.group),
     )
+
+
+def _groups(cards: list[EscalationCard], grouping: str) -> list[EscalationGroup]:
+    """Cards by asking agent, or by delegation chain (their root task), in order of first
+    appearance; none without a grouping."""
+    groups: dict[str, EscalationGroup] = {}
+    for card in cards:
+        e = card.escalation
+        if grouping == "agent":
+            key, label = e.agent.slug, e.agent.slug
+        elif grouping == "chain":
+            root = card.chain[0]
+            key = root.pk
+            hops = [
+                root.caller.slug if root.caller else "a human",
+                *(t.target.slug for t in card.chain),
+            ]
+            label = " → ".join(dict.fromkeys(hops))
+        else:
+            return []
+        groups.setdefault(key, EscalationGroup(key=key, label=label, cards=[])).cards.append(card)
+    return list(groups.values())
+
+
+def escalation_filter_options() -> dict[str, Any]:
+    """What the inbox's menus offer: the agents, pairs and skills of pending items, and every
+    agent (to redirect to)."""
+    pending = Escalation.objects.filter(status=EscalationStatus.PENDING)
+    pairs = sorted(
+        set(
+            pending.filter(task__caller__isnull=False)
+            .values_list("task__caller__slug", "task__target__slug")
+            .distinct()
+        )
+    )
+    return {
+        "agents": sorted(set(pending.values_list("agent__slug", flat=True).distinct())),
+        "pairs": [(f"{caller}:{target}", f"{caller} → {target}") for caller, target in pairs],
+        "pair_values": [f"{caller}:{target}" for caller, target in pairs],
+        "skills": sorted(
+            set(pending.exclude(task__skill="").values_list("task__skill", flat=True).distinct())
+        ),
+        "priorities": ["urgent", "high", "normal", "low"],
+        "agents_all": list(Agent.objects.order_by("slug").values_list("slug", flat=True)[:500]),
+    }
 
 
 def escalation_card(*, escalation_id: int) -> EscalationCard:

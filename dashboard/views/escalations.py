@@ -18,24 +18,65 @@ from django.views.decorators.http import require_POST
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import Escalation, EscalationStatus
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
-from a2a_core.selectors.escalations import escalation_card, escalation_inbox
+from a2a_core.selectors.escalations import (
+    InboxFilter,
+    escalation_card,
+    escalation_filter_options,
+    escalation_inbox,
+)
+from a2a_core.services import escalation_triage as triage
 from a2a_core.services import escalations as escalation_services
 from dashboard.http import HtmxHttpRequest, actor
 from dashboard.roles import has_role, operator_required, viewer_required
 
 # What each action is called in a notice: "your approval was not applied".
-VERBS = {"answer": "answer", "approve": "approval", "redirect": "redirect", "reject": "rejection"}
+VERBS = {
+    "answer": "answer",
+    "approve": "approval",
+    "redirect": "redirect",
+    "reject": "rejection",
+    "claim": "claim",
+    "release": "release",
+}
 
 
 @viewer_required
 def escalation_list(request: HtmxHttpRequest) -> HttpResponse:
-    context = {
-        "inbox": escalation_inbox(),
+    """The inbox; its filters, search, sort and grouping are the URL's query (a view can be
+    shared). htmx requests (a filter change, a live refresh) get the list alone."""
+    filters = InboxFilter.from_params(request.GET)
+    context: dict[str, Any] = {
+        "inbox": escalation_inbox(filters=filters),
+        "filters": filters,
         "can_decide": has_role(request.user, "operator"),
+        "me": request.user.get_username(),
         "live_page": "escalations",
     }
-    template = "dashboard/escalations.html#list" if request.htmx else "dashboard/escalations.html"
-    return TemplateResponse(request, template, context)
+    if request.htmx:
+        return TemplateResponse(request, "dashboard/escalations.html#list", context)
+    context["options"] = escalation_filter_options()
+    return TemplateResponse(request, "dashboard/escalations.html", context)
+
+
+def _ids(values: list[str]) -> list[int]:
+    """Escalation ids from form fields, each a number or a comma-separated list of them
+    (a folded card stands for several)."""
+    ids = []
+    for value in values:
+        for piece in value.split(","):
+            if piece.strip().isdigit() and len(piece.strip()) < 12:
+                ids.append(int(piece))
+    return ids[:1000]
+
+
+def _also(request: HtmxHttpRequest, action: str, **params: Any) -> int:
+    """Decide the identical held messages folded with the one decided (the form's `also`);
+    returns how many were decided too."""
+    others = _ids(request.POST.getlist("also"))
+    if not others:
+        return 0
+    outcome = triage.escalations_decide(ids=others, action=action, actor=actor(request), **params)
+    return len(outcome.done)
 
 
 def _decide(
@@ -44,8 +85,10 @@ def _decide(
     """Run a decision; answer with the card as it is now and what happened to the decision."""
     problems: dict[str, list[str]] = {}
     try:
-        decide()
+        more = decide()
         notice, tone = done, "ok"
+        if isinstance(more, int) and more:
+            notice += f" So were {more} identical held message{'s' if more > 1 else ''}."
     except ValidationFailed as exc:
         for problem in exc.problems:
             key = problem.field.split(".")[0]
@@ -70,6 +113,7 @@ def _decide(
         "tone": tone,
         "problems": problems,
         "posted": request.POST,
+        "me": request.user.get_username(),
         "oob": True,
     }
     return TemplateResponse(request, "dashboard/escalations.html#card", context)
@@ -127,9 +171,10 @@ def escalation_approve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     edited = edited[:100_000] if edited is not None else None
 
     def decide() -> Any:
-        return escalation_services.escalation_approve(
+        escalation_services.escalation_approve(
             escalation_id=pk, edited_text=edited, actor=actor(request)
         )
+        return _also(request, "approve") if edited is None else 0
 
     done = "Approved: the message is on its way." if edited is None else "Approved as edited."
     return _decide(request, pk, "approve", decide, done)
@@ -143,9 +188,8 @@ def escalation_redirect(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     def decide() -> Any:
         if not to:
             raise ValidationFailed("no agent chosen", [FieldProblem("to", "choose an agent")])
-        return escalation_services.escalation_redirect(
-            escalation_id=pk, to=to, actor=actor(request)
-        )
+        escalation_services.escalation_redirect(escalation_id=pk, to=to, actor=actor(request))
+        return _also(request, "redirect", to=to)
 
     return _decide(request, pk, "redirect", decide, f"Redirected to {to}.")
 
@@ -156,8 +200,66 @@ def escalation_reject(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     reason = request.POST.get("reason", "")[:500]
 
     def decide() -> Any:
-        return escalation_services.escalation_reject(
-            escalation_id=pk, reason=reason, actor=actor(request)
-        )
+        escalation_services.escalation_reject(escalation_id=pk, reason=reason, actor=actor(request))
+        return _also(request, "reject", reason=reason)
 
     return _decide(request, pk, "reject", decide, "Rejected: the caller sees your reason.")
+
+
+@require_POST
+@operator_required
+def escalation_claim(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    take_over = request.POST.get("take_over") == "1"
+
+    def decide() -> Any:
+        return triage.escalation_claim(escalation_id=pk, actor=actor(request), take_over=take_over)
+
+    done = "You took it over." if take_over else "It is yours: everyone sees you are on it."
+    return _decide(request, pk, "claim", decide, done)
+
+
+@require_POST
+@operator_required
+def escalation_release(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    def decide() -> Any:
+        return triage.escalation_release(escalation_id=pk, actor=actor(request))
+
+    return _decide(request, pk, "release", decide, "Released: anyone can take it.")
+
+
+@require_POST
+@operator_required
+def escalation_bulk(request: HtmxHttpRequest) -> HttpResponse:
+    """Approve, reject (one reason) or redirect the selected escalations; the list itself
+    follows live, as each decision is announced."""
+    ids = _ids(request.POST.getlist("ids"))
+    action = request.POST.get("action", "")
+    tone = "ok"
+    if not ids:
+        notice, tone = "Select escalations first (x, or the boxes on the cards).", "warn"
+    else:
+        try:
+            outcome = triage.escalations_decide(
+                ids=ids,
+                action=action,
+                reason=request.POST.get("reason", "")[:500],
+                to=request.POST.get("to", "").strip()[:64],
+                actor=actor(request),
+            )
+        except ValidationFailed as exc:
+            notice = "Nothing was changed: " + "; ".join(
+                [exc.message, *(p.message for p in exc.problems)]
+            )
+            tone = "error"
+        else:
+            past = {"approve": "Approved", "reject": "Rejected", "redirect": "Redirected"}[action]
+            notice = f"{past} {len(outcome.done)} of {len(set(ids))}."
+            if outcome.skipped:
+                tone = "warn"
+                notice += " Not decided: " + "; ".join(
+                    f"#{pk}: {why}" for pk, why in outcome.skipped[:5]
+                )
+                if len(outcome.skipped) > 5:
+                    notice += f" (and {len(outcome.skipped) - 5} more)"
+    context = {"notice": notice, "tone": tone}
+    return TemplateResponse(request, "dashboard/escalations.html#bulk-notice", context)

@@ -50,6 +50,9 @@ ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "escalation_approve": ("operator", {}),
     "escalation_redirect": ("operator", {"to": "gamma"}),
     "escalation_reject": ("operator", {"reason": "no"}),
+    "escalation_claim": ("operator", {}),
+    "escalation_release": ("operator", {}),
+    "escalation_bulk": ("operator", {"ids": "1", "action": "approve"}),
     "policy_draft": ("admin", {}),
     "policy_save": ("admin", {"reason": "test"}),
     "policy_dry_run": ("admin", {}),
@@ -97,7 +100,7 @@ def test_every_address_has_a_row_in_the_table():
 def state() -> tuple[Any, ...]:
     """What any action would change."""
     return (
-        list(Escalation.objects.values_list("pk", "status")),
+        list(Escalation.objects.values_list("pk", "status", "claimed_by_name")),
         PolicyVersion.objects.count(),
         AuditEvent.objects.exclude(action__startswith="audit.export").count(),
         list(Agent.objects.values_list("slug", "status", "token_hash")),

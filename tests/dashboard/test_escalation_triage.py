@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from a2a_core.models import Message
+from a2a_core.models import AuditEvent, Escalation, Message
 from tests.dashboard.test_escalations import post
 from tests.factories import held_escalation as held
+from tests.factories import question_escalation as question
 from tests.factories import register
 
 pytestmark = pytest.mark.django_db
@@ -44,3 +45,136 @@ def test_a_decision_reads_as_made_by_its_operator_in_the_feed_the_log_and_the_ta
     assert 'Approved by <strong class="decider">operator</strong>' in inbox
     message = Message.objects.get(pk=approved.message_id)
     assert (message.decision, message.decision_reason) == ("deliver", "approved_by_human")
+
+
+# --- filters, search, sort, grouping, folding -------------------------------------------------
+
+
+def test_filters_and_search_narrow_the_inbox_and_the_url_holds_the_view(as_role):
+    deploy = held("deploy the migration", caller="alpha", priority="high")
+    held("rotate the keys", caller="beta")
+    asked = question("which region?", agent="duc")
+    viewer = as_role("viewer")
+
+    every = pending_ids(viewer.get("/escalations/").content.decode())
+    assert sorted(every) == sorted([deploy.pk, asked.pk, deploy.pk + 1])
+    assert pending_ids(viewer.get("/escalations/?q=migration").content.decode()) == [deploy.pk]
+    assert pending_ids(viewer.get("/escalations/?kind=input_required").content.decode()) == [
+        asked.pk
+    ]
+    assert pending_ids(viewer.get("/escalations/?pair=alpha:echo").content.decode()) == [deploy.pk]
+    assert pending_ids(viewer.get("/escalations/?agent=duc").content.decode()) == [asked.pk]
+    assert pending_ids(viewer.get("/escalations/?priority=high").content.decode()) == [deploy.pk]
+    assert pending_ids(viewer.get("/escalations/?age=1h").content.decode()) == []
+    html = viewer.get("/escalations/?q=rotate&agent=beta&sort=deadline").content.decode()
+    assert len(pending_ids(html)) == 1
+    # The page's form shows the view it was opened with, so a shared link reproduces it.
+    assert 'name="q" value="rotate"' in html
+    assert "<option selected>beta</option>" in html
+    assert '<option value="deadline" selected>' in html
+    # Unknown values are dropped, not an error: the link still opens.
+    assert viewer.get("/escalations/?sort=sideways&kind=%00").status_code == 200
+
+
+def test_sort_by_deadline_puts_the_soonest_first():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from a2a_core.selectors.escalations import InboxFilter, escalation_inbox
+
+    late, soon = held("late"), held("soon", caller="beta")
+    Escalation.objects.filter(pk=soon.pk).update(deadline=timezone.now() + timedelta(minutes=2))
+    inbox = escalation_inbox(filters=InboxFilter(sort="deadline"))
+    assert [c.escalation.pk for c in inbox.pending] == [soon.pk, late.pk]
+
+
+def test_identical_held_messages_fold_into_one_card_and_one_approval_decides_them_all(as_role):
+    same = [held("apply migration 42", caller="alpha") for _ in range(3)]
+    other = held("apply migration 43", caller="alpha")
+    operator = as_role("operator")
+    html = operator.get("/escalations/").content.decode()
+    shown = pending_ids(html)
+    assert len(shown) == 2 and other.pk in shown
+    lead = next(pk for pk in shown if pk != other.pk)
+    assert "\u00d73" in html and "Approve all 3" in html  # the fold count: times 3
+    rest = re.search(r'name="also" value="([\d,]+)"', html).group(1)
+    assert sorted(map(int, rest.split(","))) == sorted(e.pk for e in same if e.pk != lead)
+
+    response = post(operator, f"/escalations/{lead}/approve/", {"also": rest})
+    assert "So were 2 identical held messages." in response.content.decode()
+    statuses = dict(Escalation.objects.values_list("pk", "status"))
+    assert [statuses[e.pk] for e in same] == ["approved"] * 3
+    assert statuses[other.pk] == "pending"
+
+
+def test_grouping_by_agent_and_by_chain(as_role):
+    root = held("root ask", caller="pm", target="architect")
+    held("child ask", caller="architect", target="tester", parent=root.task)
+    held("unrelated", caller="ops", target="prod")
+    viewer = as_role("viewer")
+    by_agent = viewer.get("/escalations/?group=agent").content.decode()
+    assert by_agent.count('class="escalation-group"') == 3
+    by_chain = viewer.get("/escalations/?group=chain").content.decode()
+    assert by_chain.count('class="escalation-group"') == 2
+    assert "pm → architect → tester" in by_chain
+
+
+# --- claims -----------------------------------------------------------------------------------
+
+
+def test_a_claim_shows_who_is_on_it_and_can_be_released_or_taken_over(as_role, users):
+    escalation = held()
+    operator = as_role("operator")
+    html = post(operator, f"/escalations/{escalation.pk}/claim/").content.decode()
+    assert "you are on it" in html and "Release" in html
+    seen_by_admin = as_role("admin").get("/escalations/").content.decode()
+    assert "operator is on it" in seen_by_admin and "Take over" in seen_by_admin
+    refused = post(as_role("admin"), f"/escalations/{escalation.pk}/claim/").content.decode()
+    assert "is claimed by operator; take it over" in refused
+    post(as_role("admin"), f"/escalations/{escalation.pk}/claim/", {"take_over": "1"})
+    assert Escalation.objects.get(pk=escalation.pk).claimed_by_name == "admin"
+    post(as_role("admin"), f"/escalations/{escalation.pk}/release/")
+    assert Escalation.objects.get(pk=escalation.pk).claimed_by_name == ""
+    assert as_role("viewer").get("/escalations/?state=claimed").status_code == 200
+
+
+def test_a_viewer_may_not_claim(as_role):
+    escalation = held()
+    assert post(as_role("viewer"), f"/escalations/{escalation.pk}/claim/").status_code == 403
+    assert Escalation.objects.get(pk=escalation.pk).claimed_by_name == ""
+
+
+# --- bulk -------------------------------------------------------------------------------------
+
+
+def test_bulk_approve_reject_and_redirect(as_role):
+    batch = [held(f"m{i}", caller=f"c{i}") for i in range(5)]
+    register("other")
+    operator = as_role("operator")
+    ids = [str(e.pk) for e in batch]
+    html = post(
+        operator, "/escalations/bulk/", {"ids": ids[:2], "action": "approve"}
+    ).content.decode()
+    assert "Approved 2 of 2." in html
+    html = post(
+        operator, "/escalations/bulk/", {"ids": ids[2:4], "action": "reject", "reason": " "}
+    ).content.decode()
+    assert "Nothing was changed: a reason is required" in html
+    html = post(
+        operator,
+        "/escalations/bulk/",
+        {"ids": [",".join(ids[1:4])], "action": "reject", "reason": "not today"},
+    ).content.decode()
+    assert (
+        "Rejected 2 of 3." in html
+        and f"#{batch[1].pk}: escalation {batch[1].pk} was already approved by operator" in html
+    )
+    post(operator, "/escalations/bulk/", {"ids": ids[4:], "action": "redirect", "to": "other"})
+    statuses = [Escalation.objects.get(pk=e.pk).status for e in batch]
+    assert statuses == ["approved", "approved", "rejected", "rejected", "redirected"]
+    assert set(
+        AuditEvent.objects.filter(action__startswith="escalation.").values_list(
+            "actor_label", flat=True
+        )
+    ) == {"operator"}
