@@ -14,6 +14,7 @@ from typing import Any
 from django.http import Http404, HttpResponse
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
+from django_htmx.http import push_url
 
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import Escalation, EscalationStatus
@@ -53,7 +54,12 @@ def escalation_list(request: HtmxHttpRequest) -> HttpResponse:
         "live_page": "escalations",
     }
     if request.htmx:
-        return TemplateResponse(request, "dashboard/escalations.html#list", context)
+        response = TemplateResponse(request, "dashboard/escalations.html#list", context)
+        if request.htmx.trigger == "escalation-filters":
+            # The address bar shows the view, defaults left out: a link to share.
+            query = filters.query()
+            return push_url(response, f"{request.path}?{query}" if query else request.path)
+        return response
     context["options"] = escalation_filter_options()
     return TemplateResponse(request, "dashboard/escalations.html", context)
 

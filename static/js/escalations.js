@@ -28,7 +28,11 @@
   function press(selector) {
     var el = card();
     var button = el && el.querySelector(selector);
-    if (button && !button.disabled) button.click();
+    if (!button || button.disabled) return;
+    // A card swapped in a moment ago may not be wired up by htmx yet: wire it now, so the
+    // press is an htmx request and never a plain form submission.
+    if (window.htmx) window.htmx.process(button.closest("form") || button);
+    button.click();
   }
   function count() {
     var n = 0;

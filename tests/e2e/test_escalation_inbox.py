@@ -1,0 +1,228 @@
+"""The escalation inbox at volume, in real browsers: 100 messages from real agents held
+through the live hub, then filtered, searched, claimed, approved in bulk and from the
+keyboard — and each approved message reaches its agent."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from a2a.types.a2a_pb2 import TaskState
+from playwright.async_api import Page, expect
+
+from a2a_core.asyncdb import db
+from a2a_core.models import AuditEvent, Escalation
+from a2a_core.services.policy import policy_publish
+from tests.a2a_core.protocol.helpers import eventually, request, send
+from tests.e2e.conftest import SCREENSHOTS, live
+
+pytestmark = pytest.mark.live
+
+# Who asks whom, and about what: 25 held messages per pair.
+PAIRS = {
+    "alpha": ("echo", "deploy service"),
+    "beta": ("relay", "rotate key"),
+    "gamma": ("echo", "migrate table"),
+    "delta": ("relay", "restart worker"),
+}
+CALLERS = list(PAIRS)
+
+
+@dataclass
+class Busy:
+    targets: dict[str, Any]  # slug -> ScriptedAgent
+    texts: list[str]  # the held messages, in the order they were sent
+
+
+def text_of(i: int) -> str:
+    caller = CALLERS[i % 4]
+    return f"{PAIRS[caller][1]} #{i}"
+
+
+@pytest.fixture
+async def busy(hub, sdk) -> Busy:
+    """100 held messages: four callers, two endpoint agents, every message waiting."""
+    await db(
+        policy_publish,
+        document={
+            "matrix": [
+                {"caller": caller, "target": target, "action": "approve"}
+                for caller, (target, _) in PAIRS.items()
+            ]
+        },
+        reason="hold everything for the inbox",
+        actor_label="test",
+    )
+    targets = {slug: (await hub.endpoint_agent(slug))[0] for slug in ("echo", "relay")}
+    clients = {}
+    for caller, (target, _) in PAIRS.items():
+        _, token = await hub.caller(caller)
+        clients[caller] = await sdk(target, token)
+    gate = asyncio.Semaphore(8)
+
+    async def hold(i: int) -> None:
+        async with gate:
+            task = await send(clients[CALLERS[i % 4]], request(text_of(i)))
+            assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+
+    await asyncio.gather(*(hold(i) for i in range(100)))
+    return Busy(targets=targets, texts=[text_of(i) for i in range(100)])
+
+
+async def inbox(page: Page, url: str, query: str = "") -> None:
+    await page.goto(f"{url}/escalations/{query}")
+    await live(page)
+
+
+async def shot(page: Page, name: str) -> None:
+    """The window as the operator sees it (a whole page of 50 cards is too tall to read)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def cards(page: Page) -> Any:
+    return page.locator("#escalation-list .escalations:not(.decided) article.escalation")
+
+
+def received(agent: Any) -> list[str]:
+    return [m["parts"][0]["text"] for m in agent.state.messages]
+
+
+async def test_filters_and_search_narrow_100_escalations_and_the_url_reproduces_the_view(
+    hub, dashboard, busy
+):
+    operator = await dashboard("operator")
+    await inbox(operator, hub.url)
+    await expect(operator.locator("#pending-total")).to_have_text("100")
+    await expect(cards(operator)).to_have_count(50)
+    await shot(operator, "escalation-inbox-busy")
+
+    await operator.select_option("select[name=agent]", "beta")
+    await expect(cards(operator)).to_have_count(25)
+    await expect(operator).to_have_url(f"{hub.url}/escalations/?agent=beta")
+    await operator.fill("input[name=q]", "rotate key #1")
+    # beta asked #1, #5, #9, #13, #17, ...: "#1" begins three of them.
+    await expect(cards(operator)).to_have_count(3)
+    await expect(operator.locator("#pending-total")).to_have_text("3")
+    shared = operator.url
+    assert shared == f"{hub.url}/escalations/?agent=beta&q=rotate+key+%231"
+
+    colleague = await dashboard("viewer")
+    await inbox(colleague, hub.url)
+    await colleague.goto(shared)
+    await expect(cards(colleague)).to_have_count(3)
+    await expect(colleague.locator("input[name=q]")).to_have_value("rotate key #1")
+    await expect(cards(colleague).locator("pre.said")).to_have_text(
+        ["rotate key #17", "rotate key #13", "rotate key #1"]
+    )
+
+    await colleague.goto(f"{hub.url}/escalations/?group=agent&pair=gamma:echo")
+    await expect(colleague.locator(".escalation-group")).to_have_count(1)
+    await expect(cards(colleague)).to_have_count(25)
+    await colleague.goto(f"{hub.url}/escalations/?group=agent")
+    await expect(colleague.locator(".escalation-group")).to_have_count(4)
+    await shot(colleague, "escalation-inbox-grouped")
+
+
+async def test_a_claim_in_one_window_shows_in_another_that_keeps_its_filters(hub, dashboard, busy):
+    first = await dashboard("operator")
+    second = await dashboard("operator")  # operator2
+    await inbox(first, hub.url, "?agent=delta&sort=oldest")
+    await inbox(second, hub.url, "?agent=delta&sort=oldest")
+    await expect(cards(second)).to_have_count(25)
+    target = cards(first).first
+    await expect(target).to_contain_text("restart worker #3")
+
+    started = time.monotonic()
+    await target.get_by_role("button", name="I'm on it").click()
+    seen = cards(second).first
+    await expect(seen).to_contain_text("operator is on it")
+    print(f"claim seen in the other window after {time.monotonic() - started:.3f} s")
+    await expect(seen.get_by_role("button", name="Take over")).to_be_visible()
+    await expect(target).to_contain_text("you are on it")
+    # The live refresh kept the second window's view: still delta's 25, oldest first.
+    await expect(cards(second)).to_have_count(25)
+    await expect(second.locator("select[name=agent]")).to_have_value("delta")
+    await shot(second, "escalation-inbox-claimed")
+
+    await seen.get_by_role("button", name="Take over").click()
+    await expect(target).to_contain_text("operator2 is on it")
+    await target.get_by_role("button", name="Take over").click()
+    await expect(seen).to_contain_text("operator is on it")
+    actions = await db(
+        lambda: list(
+            AuditEvent.objects.filter(action__startswith="escalation.")
+            .order_by("pk")
+            .values_list("action", "actor_label")
+        )
+    )
+    assert actions == [
+        ("escalation.claim", "operator"),
+        ("escalation.take_over", "operator2"),
+        ("escalation.take_over", "operator"),
+    ]
+
+
+async def test_a_bulk_approve_of_20_delivers_20_messages_each_to_its_agent(hub, dashboard, busy):
+    operator = await dashboard("operator")
+    await inbox(operator, hub.url, "?sort=oldest")
+    boxes = cards(operator).locator("input.pick")
+    for i in range(20):
+        await boxes.nth(i).check()
+    await expect(operator.locator("#bulk-count")).to_have_text("20")
+    await operator.get_by_role("button", name="Approve selected").click()
+    await expect(operator.locator("#bulk-notice")).to_have_text("Approved 20 of 20.")
+    await expect(operator.locator("#pending-total")).to_have_text("80")
+
+    chosen = busy.texts[:20]
+    expected = {
+        slug: sorted(t for i, t in enumerate(chosen) if PAIRS[CALLERS[i % 4]][0] == slug)
+        for slug in busy.targets
+    }
+
+    async def all_delivered() -> bool:
+        return all(len(received(agent)) >= 10 for agent in busy.targets.values())
+
+    await eventually(all_delivered, within=30)
+    for slug, agent in busy.targets.items():
+        assert sorted(received(agent)) == expected[slug]
+    decided = await db(
+        lambda: list(
+            Escalation.objects.exclude(status="pending").values_list("status", "decided_by_name")
+        )
+    )
+    assert decided == [("approved", "operator")] * 20
+    await expect(operator.locator("#escalation-list .decided article").first).to_contain_text(
+        "Approved by operator"
+    )
+
+
+async def test_an_operator_approves_with_the_keyboard_alone(hub, dashboard, busy):
+    operator = await dashboard("operator")
+    await inbox(operator, hub.url, "?sort=oldest&agent=alpha")
+    await operator.keyboard.press("?")
+    await expect(operator.locator("dialog#shortcuts")).to_be_visible()
+    await operator.keyboard.press("Escape")
+    await expect(operator.locator("dialog#shortcuts")).to_be_hidden()
+
+    await operator.keyboard.press("j")
+    await operator.keyboard.press("j")
+    current = operator.locator("article.escalation.current")
+    await expect(current).to_contain_text("deploy service #4")
+    await operator.keyboard.press("c")
+    await expect(current).to_contain_text("you are on it")
+    await operator.keyboard.press("a")
+    await expect(operator.locator("#pending-total")).to_have_text("24")
+
+    echo = busy.targets["echo"]
+
+    async def delivered() -> list[str]:
+        return received(echo)
+
+    assert await eventually(delivered) == ["deploy service #4"]
+    await operator.keyboard.press("/")
+    await operator.keyboard.type("#8")
+    await expect(cards(operator)).to_have_count(4)  # #8, #80, #84, #88
