@@ -37,6 +37,8 @@ class EscalationCard:
     others: list[str] = field(default_factory=list)
     # The ids of identical held messages folded into this card, this one first.
     fold: list[int] = field(default_factory=list)
+    # The form to edit a held message before approving it (the dashboard fills it in).
+    edit: Any = None
 
     @property
     def fold_ids(self) -> str:

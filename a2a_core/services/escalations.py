@@ -39,8 +39,13 @@ from a2a_core.models import (
 from a2a_core.models import Decision as Verdict
 from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Decision
+from a2a_core.schemas.a2a import text_of
+from a2a_core.schemas.envelope_form import json_diff
+from a2a_core.schemas.envelopes import ENVELOPE_MEDIA_TYPE, envelope_summary, parse_envelope
 from a2a_core.schemas.json_schema import schema_problems
 from a2a_core.services.audit import audit_record
+from a2a_core.services.message_edits import canonical_parts, edited_parts
+from a2a_core.services.message_edits import human_text as _text
 from a2a_core.services.tasks import announce_escalation, task_set_state
 
 
@@ -106,15 +111,6 @@ def escalation_hold(
     )
     announce_escalation(escalation, "escalation.opened")
     return escalation
-
-
-def _text(value: str, field: str) -> str:
-    """A human's text, stripped; U+0000 refused (nothing stored may hold it)."""
-    if "\x00" in value:
-        raise ValidationFailed(
-            "the text holds a NUL character", [FieldProblem(field, "remove the U+0000")]
-        )
-    return value.strip()
 
 
 def open_any(escalation_id: int) -> Escalation:
@@ -273,8 +269,12 @@ def escalation_approve(
     actor: User | None = None,
     actor_label: str = "",
     edited_text: str | None = None,
+    edits: dict[int, Any] | None = None,
 ) -> Escalation:
-    """Let a held message through (after replacing its text with `edited_text`, if given)."""
+    """Let a held message through, after editing it if asked: `edited_text` replaces all its
+    text; `edits` replaces single parts (see `_edited_parts`: a text, or the typed envelope).
+    The agent receives the message as edited; the audit event keeps the original parts and
+    a diff of what changed. Nothing changes when an edit is not valid."""
     escalation = _open(escalation_id)
     message = escalation.message
     assert message is not None
@@ -285,31 +285,43 @@ def escalation_approve(
             raise ValidationFailed(
                 "the edited message is empty", [FieldProblem("text", "write the message to send")]
             )
-        data = {"originalParts": message.parts}
-        message.parts = [
-            *[p for p in message.parts if "text" not in p],
-            {"text": edited_text},
-        ]
-        message.summary = edited_text[:200]
-        message.save(update_fields=["parts", "summary"])
+        new_parts = [*[p for p in message.parts if "text" not in p], {"text": edited_text}]
+    elif edits:
+        new_parts = edited_parts(message.parts, edits)
+    else:
+        new_parts = message.parts
+    if new_parts != message.parts:
+        data = {
+            "originalParts": message.parts,
+            "diff": json_diff({"parts": canonical_parts(message.parts)}, {"parts": new_parts}),
+        }
+        message.parts = new_parts
+        envelopes = [p["data"] for p in new_parts if p.get("mediaType") == ENVELOPE_MEDIA_TYPE]
+        if envelopes:
+            message.envelope = envelopes[0]
+            message.summary = envelope_summary(parse_envelope(envelopes[0]))
+        else:
+            message.summary = (text_of(new_parts) or message.summary)[:200]
+        message.save(update_fields=["parts", "envelope", "summary"])
+    edited = bool(data)
     who = who_acts(actor, actor_label)
     _set_state(escalation.task, TaskState.WORKING, f"approved by {who}; delivering")
     message.decision = Verdict.DELIVER
     message.decision_reason = "approved_by_human"
-    message.decision_detail = f"approved by {who} at {_stamp()}" + (", edited" if data else "")
+    message.decision_detail = f"approved by {who} at {_stamp()}" + (", edited" if edited else "")
     _queue(message)
     _decided(
         escalation,
         EscalationStatus.APPROVED,
         actor,
         who,
-        answer=edited_text or "",
+        answer=edited_text or (message.summary if edited else ""),
         answer_data=data or None,
     )
     audit_record(
-        action="escalation.edit_approve" if edited_text is not None else "escalation.approve",
+        action="escalation.edit_approve" if edited else "escalation.approve",
         summary=f"approved held message {message.message_id} from {escalation.agent.slug}"
-        + (" after editing it" if edited_text is not None else ""),
+        + (" after editing it" if edited else ""),
         actor=actor,
         actor_label=actor_label,
         agent=escalation.agent,

@@ -17,9 +17,10 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
 
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
-from a2a_core.models import Escalation, EscalationStatus
+from a2a_core.models import Escalation, EscalationKind, EscalationStatus
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.selectors.escalations import (
+    EscalationCard,
     InboxFilter,
     escalation_card,
     escalation_filter_options,
@@ -28,6 +29,7 @@ from a2a_core.selectors.escalations import (
 from a2a_core.services import escalation_triage as triage
 from a2a_core.services import escalations as escalation_services
 from dashboard.http import HtmxHttpRequest, actor
+from dashboard.message_edit import edits_from, message_edit, with_posted
 from dashboard.roles import has_role, operator_required, viewer_required
 
 # What each action is called in a notice: "your approval was not applied".
@@ -46,8 +48,12 @@ def escalation_list(request: HtmxHttpRequest) -> HttpResponse:
     """The inbox; its filters, search, sort and grouping are the URL's query (a view can be
     shared). htmx requests (a filter change, a live refresh) get the list alone."""
     filters = InboxFilter.from_params(request.GET)
+    inbox = escalation_inbox(filters=filters)
+    if has_role(request.user, "operator"):
+        for card in inbox.pending:
+            _with_edit(card)
     context: dict[str, Any] = {
-        "inbox": escalation_inbox(filters=filters),
+        "inbox": inbox,
         "filters": filters,
         "can_decide": has_role(request.user, "operator"),
         "me": request.user.get_username(),
@@ -62,6 +68,13 @@ def escalation_list(request: HtmxHttpRequest) -> HttpResponse:
         return response
     context["options"] = escalation_filter_options()
     return TemplateResponse(request, "dashboard/escalations.html", context)
+
+
+def _with_edit(card: EscalationCard) -> EscalationCard:
+    e = card.escalation
+    if e.is_open and e.kind == EscalationKind.APPROVAL and e.message is not None:
+        card.edit = message_edit(e.message)
+    return card
 
 
 def _ids(values: list[str]) -> list[int]:
@@ -90,12 +103,14 @@ def _decide(
 ) -> HttpResponse:
     """Run a decision; answer with the card as it is now and what happened to the decision."""
     problems: dict[str, list[str]] = {}
+    failed: list[FieldProblem] = []
     try:
         more = decide()
         notice, tone = done, "ok"
         if isinstance(more, int) and more:
             notice += f" So were {more} identical held message{'s' if more > 1 else ''}."
     except ValidationFailed as exc:
+        failed = exc.problems
         for problem in exc.problems:
             key = problem.field.split(".")[0]
             problems.setdefault(key, []).append(
@@ -110,6 +125,11 @@ def _decide(
         card = escalation_card(escalation_id=pk)
     except NotFound:
         raise Http404 from None
+    _with_edit(card)
+    editing = action == "approve" and request.POST.get("edit") == "1" and tone == "error"
+    if editing and card.edit is not None:
+        # The form comes back as it was sent, each problem beside its field.
+        card.edit = with_posted(card.edit, request.POST, failed)
     if tone == "warn" and not card.escalation.is_open:
         notice = f"Already {_outcome(card.escalation)}; your {VERBS[action]} was not applied."
     context = {
@@ -120,6 +140,7 @@ def _decide(
         "problems": problems,
         "posted": request.POST,
         "me": request.user.get_username(),
+        "editing": editing,
         "oob": True,
     }
     return TemplateResponse(request, "dashboard/escalations.html#card", context)
@@ -172,17 +193,35 @@ def escalation_answer(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @operator_required
 def escalation_approve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    # With `text`, the operator edited the message before approving it.
+    # With `edit`, the operator edited the message's parts (the form of `message_edit`);
+    # with `text` alone, replaced its text.
+    editing = request.POST.get("edit") == "1"
     edited = request.POST.get("text")
-    edited = edited[:100_000] if edited is not None else None
+    edited = edited[:100_000] if edited is not None and not editing else None
 
     def decide() -> Any:
+        if editing:
+            held = Escalation.objects.select_related("message").filter(pk=pk).first()
+            if held is None:
+                raise NotFound(f"there is no escalation {pk}")
+            if held.message is None:
+                raise Conflict(f"escalation {pk} is a question: answer it instead")
+            escalation_services.escalation_approve(
+                escalation_id=pk,
+                edits=edits_from(message_edit(held.message), request.POST),
+                actor=actor(request),
+            )
+            return 0
         escalation_services.escalation_approve(
             escalation_id=pk, edited_text=edited, actor=actor(request)
         )
         return _also(request, "approve") if edited is None else 0
 
-    done = "Approved: the message is on its way." if edited is None else "Approved as edited."
+    done = (
+        "Approved: the message is on its way."
+        if edited is None and not editing
+        else "Approved as edited."
+    )
     return _decide(request, pk, "approve", decide, done)
 
 

@@ -178,3 +178,89 @@ def test_bulk_approve_reject_and_redirect(as_role):
             "actor_label", flat=True
         )
     ) == {"operator"}
+
+
+# --- editing the whole message ---------------------------------------------------------------
+
+
+def held_envelope(title: str = "Migrate the users table") -> Escalation:
+    from a2a_core.schemas.envelopes import ENVELOPE_MEDIA_TYPE
+
+    escalation = held("please migrate")
+    envelope = {
+        "kind": "task_request",
+        "priority": "high",
+        "payload": {"title": title, "acceptanceCriteria": ["no downtime"]},
+    }
+    Message.objects.filter(pk=escalation.message_id).update(
+        parts=[
+            {"text": "please migrate"},
+            {"data": envelope, "mediaType": ENVELOPE_MEDIA_TYPE},
+        ],
+        envelope=envelope,
+    )
+    return escalation
+
+
+def test_the_edit_form_is_generated_from_the_envelope_schema(as_role):
+    escalation = held_envelope()
+    html = as_role("operator").get("/escalations/").content.decode()
+    assert 'name="part-0"' in html
+    assert 'name="env.payload.title" value="Migrate the users table"' in html
+    assert '<select name="env.payload.complexity"' in html  # an enum is a menu
+    assert '<select name="env.priority"' in html and "<option selected>high</option>" in html
+    assert 'name="env.payload.acceptanceCriteria"' in html and "no downtime</textarea>" in html
+    assert 'name="env.kind"' not in html and 'name="env.hop"' not in html
+    assert escalation.pk
+
+
+def edit_form(**changes: str) -> dict[str, str]:
+    form = {
+        "edit": "1",
+        "part-0": "please migrate",
+        "env.priority": "high",
+        "env.payload.title": "Migrate the users table",
+        "env.payload.complexity": "medium",
+        "env.payload.taskType": "implementation",
+        "env.payload.acceptanceCriteria": "no downtime",
+    }
+    return {**form, **changes}
+
+
+def test_an_edited_envelope_is_what_the_agent_gets_and_the_audit_keeps_the_diff(as_role):
+    escalation = held_envelope()
+    html = post(
+        as_role("operator"),
+        f"/escalations/{escalation.pk}/approve/",
+        edit_form(**{"env.payload.title": "Migrate users, in batches", "part-0": "go slowly"}),
+    ).content.decode()
+    assert "Approved as edited." in html
+    message = Message.objects.get(pk=escalation.message_id)
+    assert message.parts[0] == {"text": "go slowly"}
+    assert message.parts[1]["data"]["payload"]["title"] == "Migrate users, in batches"
+    assert message.envelope["payload"]["title"] == "Migrate users, in batches"
+    assert message.summary == "Migrate users, in batches"
+    assert message.delivery_state == "queued"
+    event = AuditEvent.objects.get(action="escalation.edit_approve")
+    assert [(d["path"], d["before"], d["after"]) for d in event.data["diff"]] == [
+        ("parts[0].text", "please migrate", "go slowly"),
+        ("parts[1].data.payload.title", "Migrate the users table", "Migrate users, in batches"),
+    ]
+
+
+def test_an_invalid_edit_is_refused_beside_its_field_and_nothing_is_sent(as_role):
+    escalation = held_envelope()
+    html = post(
+        as_role("operator"),
+        f"/escalations/{escalation.pk}/approve/",
+        edit_form(**{"env.payload.title": "", "env.payload.complexity": "galactic"}),
+    ).content.decode()
+    assert "Nothing was changed: the edited envelope is not valid." in html
+    assert '<p class="field-error" data-field="payload.title">' in html
+    assert '<p class="field-error" data-field="payload.complexity">' in html
+    # The form comes back open with what was typed.
+    assert f'id="escalation-{escalation.pk}-edit" class="edit" open' in html
+    message = Message.objects.get(pk=escalation.message_id)
+    assert message.parts[1]["data"]["payload"]["title"] == "Migrate the users table"
+    assert message.delivery_state == "held"
+    assert Escalation.objects.get(pk=escalation.pk).status == "pending"

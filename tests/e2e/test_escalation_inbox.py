@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from a2a.types.a2a_pb2 import TaskState
+from a2a.types.a2a_pb2 import Part, TaskState
+from google.protobuf.json_format import ParseDict
 from playwright.async_api import Page, expect
 
 from a2a_core.asyncdb import db
 from a2a_core.models import AuditEvent, Escalation
+from a2a_core.schemas.envelopes import ENVELOPE_EXTENSION, ENVELOPE_MEDIA_TYPE
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.protocol.helpers import eventually, request, send
 from tests.e2e.conftest import SCREENSHOTS, live
@@ -226,3 +228,73 @@ async def test_an_operator_approves_with_the_keyboard_alone(hub, dashboard, busy
     await operator.keyboard.press("/")
     await operator.keyboard.type("#8")
     await expect(cards(operator)).to_have_count(4)  # #8, #80, #84, #88
+
+
+async def test_editing_the_envelope_changes_what_the_agent_receives_and_a_bad_edit_sends_nothing(
+    hub, sdk, dashboard
+):
+    await db(
+        policy_publish,
+        document={"matrix": [{"caller": "alpha", "target": "echo", "action": "approve"}]},
+        reason="hold alpha -> echo",
+        actor_label="test",
+    )
+    echo = (await hub.endpoint_agent("echo"))[0]
+    _, token = await hub.caller("alpha")
+    operator = await dashboard("operator")
+    await inbox(operator, hub.url)
+    await expect(operator.locator("#escalation-list .panel.empty").first).to_contain_text(
+        "Nothing waits for a human"
+    )
+    await shot(operator, "escalation-inbox-empty")
+
+    envelope = {
+        "kind": "task_request",
+        "priority": "high",
+        "payload": {"title": "Migrate the users table", "complexity": "high"},
+    }
+    typed = request(
+        "",
+        parts=[
+            Part(text="migrate please"),
+            ParseDict({"data": envelope, "mediaType": ENVELOPE_MEDIA_TYPE}, Part()),
+        ],
+    )
+    typed.message.extensions.append(ENVELOPE_EXTENSION)
+    task = await send(await sdk("echo", token), typed)
+    assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+
+    held = cards(operator).first
+    await expect(held).to_contain_text("migrate please")
+    await held.get_by_text("Edit, then approve").click()
+    title = held.locator("[name='env.payload.title']")
+    await expect(title).to_have_value("Migrate the users table")
+    await expect(held.locator("[name='env.payload.complexity']")).to_have_value("high")
+
+    await title.fill("")
+    await held.locator("[name='env.payload.complexity']").select_option("trivial")
+    await held.get_by_role("button", name="Approve edited message").click()
+    error = held.locator(".field-error[data-field='payload.title']")
+    await expect(error).to_contain_text("at least 1 character")
+    await expect(held.locator("[name='env.payload.complexity']")).to_have_value("trivial")
+    await held.locator("details.edit summary").scroll_into_view_if_needed()
+    await shot(operator, "escalation-inbox-editing")
+    assert echo.state.messages == []
+    assert await db(lambda: Escalation.objects.get().status) == "pending"
+
+    await held.locator("[name='env.payload.title']").fill("Migrate users in batches of 1000")
+    await held.get_by_role("button", name="Approve edited message").click()
+    await expect(operator.locator("#pending-total")).to_have_text("0")
+
+    async def delivered() -> list[Any]:
+        return echo.state.messages
+
+    [got] = await eventually(delivered)
+    assert got["parts"][0]["text"] == "migrate please"
+    assert got["parts"][1]["data"]["payload"]["title"] == "Migrate users in batches of 1000"
+    assert got["parts"][1]["data"]["payload"]["complexity"] == "trivial"
+    event = await db(lambda: AuditEvent.objects.get(action="escalation.edit_approve"))
+    assert [d["path"] for d in event.data["diff"]] == [
+        "parts[1].data.payload.title",
+        "parts[1].data.payload.complexity",
+    ]

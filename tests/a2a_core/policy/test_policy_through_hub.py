@@ -261,7 +261,10 @@ async def test_edited_then_approved_message_delivers_the_edited_text(held):
     done = await completed(client, task.id)
     assert done.artifacts[0].parts[0].text == "echo: edited"
     decided = await db(lambda: Escalation.objects.get(pk=escalation.pk))
-    assert decided.answer_data == {"originalParts": [{"text": "echo please"}]}
+    assert decided.answer_data == {
+        "originalParts": [{"text": "echo please"}],
+        "diff": [{"path": "parts[0].text", "before": "echo please", "after": "echo edited"}],
+    }
 
 
 async def test_redirected_message_is_delivered_to_the_other_agent(hub, held):
