@@ -45,6 +45,7 @@ ACCESS_EVENTS = ("agent.token_rotated", "agent.updated", "agent.deleted")
 
 _tasks: list[asyncio.Task[None]] = []
 _outbox_wake: asyncio.Event | None = None
+_notify_wake: asyncio.Event | None = None
 _checkpointer: Checkpointer | None = None
 
 
@@ -71,6 +72,8 @@ async def _bus() -> None:
                     _spawn(_end_revoked_sessions([agent_id]))
             elif name.startswith("outbox.") and _outbox_wake is not None:
                 _outbox_wake.set()
+            elif name.startswith("notify.") and _notify_wake is not None:
+                _notify_wake.set()
     finally:
         for group in GROUPS:
             with contextlib.suppress(Exception):
@@ -104,8 +107,10 @@ def _sweep(now: float, last_cleanup: float) -> float:
     from a2a_core.services.escalations import escalations_expire
     from a2a_core.services.follow import tasks_abandoned_follow
     from a2a_core.services.inbox import inbox_sessions_expire, inbox_tasks_expire
+    from a2a_core.services.notify import notify_due_soon
 
     escalations_expire()
+    notify_due_soon()
     inbox_tasks_expire()
     inbox_sessions_expire()
     tasks_abandoned_follow()
@@ -174,6 +179,28 @@ async def _pusher() -> None:
         await pusher.close()
 
 
+async def _notifier() -> None:
+    """People told about escalations (webhooks, email): woken when one is queued, and once
+    a second for retries."""
+    from a2a_core.delivery.notify import Notifier
+
+    assert _notify_wake is not None
+    notifier = Notifier()
+    try:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await _notify_wake.wait()
+            _notify_wake.clear()
+            try:
+                while await notifier.run_once():
+                    pass
+            except Exception:
+                log.debug("notify pass failed", exc_info=True)
+    finally:
+        await notifier.close()
+
+
 def _checkpoint_aside() -> None:
     """SQLite: this process's checkpoints on a thread of their own (see a2a_core/sqlite)."""
     global _checkpointer
@@ -191,11 +218,12 @@ def _checkpoint_aside() -> None:
 
 
 async def start() -> None:
-    global _outbox_wake
+    global _outbox_wake, _notify_wake
     if _tasks:
         return
     await db(_checkpoint_aside)
     _outbox_wake = asyncio.Event()
+    _notify_wake = asyncio.Event()
     loop = asyncio.get_running_loop()
     for name, coroutine in (
         ("bus", _bus()),
@@ -203,17 +231,19 @@ async def start() -> None:
         ("sweeper", _sweeper()),
         ("pusher", _pusher()),
         ("follower", _follower()),
+        ("notifier", _notifier()),
     ):
         _tasks.append(loop.create_task(coroutine, name=f"hub-{name}"))
 
 
 async def stop() -> None:
-    global _outbox_wake, _checkpointer
+    global _outbox_wake, _notify_wake, _checkpointer
     for task in _tasks:
         task.cancel()
     await asyncio.gather(*_tasks, return_exceptions=True)
     _tasks.clear()
     _outbox_wake = None
+    _notify_wake = None
     if _checkpointer is not None:
         await asyncio.to_thread(_checkpointer.stop)
         _checkpointer = None

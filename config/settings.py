@@ -313,6 +313,33 @@ HUB_PUSH_TIMEOUT = env_float("HUB_PUSH_TIMEOUT", 10.0)
 HUB_PUSH_MAX_ATTEMPTS = env_int("HUB_PUSH_MAX_ATTEMPTS", 6)
 # The wait before the first retry; each further retry waits twice as long.
 HUB_PUSH_RETRY_SECONDS = env_float("HUB_PUSH_RETRY_SECONDS", 1.0)
+# People told when an escalation waits (see a2a_core/delivery/notify.py): the dashboard's
+# address in their links, retries, and how long before a deadline the warning goes out.
+HUB_DASHBOARD_URL = (
+    os.environ.get("HUB_DASHBOARD_URL", "").rstrip("/") or HUB_PUBLIC_URL or "http://127.0.0.1:8000"
+)
+HUB_NOTIFY_TIMEOUT = env_float("HUB_NOTIFY_TIMEOUT", 10.0)
+HUB_NOTIFY_MAX_ATTEMPTS = env_int("HUB_NOTIFY_MAX_ATTEMPTS", 6)
+HUB_NOTIFY_RETRY_SECONDS = env_float("HUB_NOTIFY_RETRY_SECONDS", 1.0)
+HUB_NOTIFY_WARN_SECONDS = env_int("HUB_NOTIFY_WARN_SECONDS", 300)
+# How long an agent's question to a human waits before it expires (the task stays as it is).
+HUB_QUESTION_DEADLINE_SECONDS = env_int("HUB_QUESTION_DEADLINE_SECONDS", 3600)
+# Email notifications go through Django's default mailer: SMTP, configured from the environment.
+MAILERS = {
+    "default": {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "OPTIONS": {
+            "host": os.environ.get("EMAIL_HOST", "localhost"),
+            "port": env_int("EMAIL_PORT", 25),
+            "username": os.environ.get("EMAIL_HOST_USER", ""),
+            "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+            "use_tls": env_bool("EMAIL_USE_TLS", False),
+            "use_ssl": env_bool("EMAIL_USE_SSL", False),
+            "timeout": env_int("EMAIL_TIMEOUT", 10),
+        },
+    }
+}
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "a2a-hub@localhost")
 
 LOGGING = {
     "version": 1,
@@ -337,5 +364,7 @@ LOGGING = {
         "a2a.server.routes.jsonrpc_dispatcher": {"filters": ["caller_mistakes"]},
         "a2a.compat.v0_3.jsonrpc_adapter": {"filters": ["caller_mistakes"]},
         "a2a.utils.error_handlers": {"filters": ["caller_mistakes"]},
+        # httpx logs each request's URL at INFO; webhook URLs can hold secrets (Slack's do).
+        "httpx": {"level": "WARNING"},
     },
 }

@@ -5,6 +5,7 @@ from dashboard.views import (
     audit,
     escalations,
     identity,
+    notify,
     overview,
     policy,
     task_pages,
@@ -53,6 +54,10 @@ urlpatterns = [
         "escalations/<int:pk>/release/", escalations.escalation_release, name="escalation_release"
     ),
     path("escalations/bulk/", escalations.escalation_bulk, name="escalation_bulk"),
+    path("escalations/notify/", notify.notify_targets, name="notify"),
+    path("escalations/notify/add/", notify.notify_add, name="notify_add"),
+    path("escalations/notify/<int:pk>/remove/", notify.notify_remove, name="notify_remove"),
+    path("escalations/notify/<int:pk>/test/", notify.notify_test, name="notify_test"),
     # policy
     path("policy/", policy.policy, name="policy"),
     path("policy/draft/", policy.policy_draft, name="policy_draft"),

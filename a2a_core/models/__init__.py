@@ -22,6 +22,14 @@ from .follow import TaskFollow
 from .identity import IssuerMapping, TrustedIssuer
 from .inbox import InboxSession, Transport
 from .message import WAITING_STATES, Decision, Delivery, DeliveryState, Direction, Message
+from .notify import (
+    Notification,
+    NotificationState,
+    NotificationTarget,
+    NotifyEvent,
+    TargetKind,
+    WebhookFormat,
+)
 from .policy import BreakerState, PolicyCounter, PolicyVersion
 from .push import PushNotificationConfig
 from .task import (
@@ -63,6 +71,10 @@ __all__ = [
     "InboxSession",
     "IssuerMapping",
     "Message",
+    "Notification",
+    "NotificationState",
+    "NotificationTarget",
+    "NotifyEvent",
     "PolicyCounter",
     "PolicyVersion",
     "Priority",
@@ -70,6 +82,7 @@ __all__ = [
     "Scope",
     "Skill",
     "SkillTag",
+    "TargetKind",
     "Task",
     "TaskEvent",
     "TaskEventKind",
@@ -77,4 +90,5 @@ __all__ = [
     "TaskState",
     "Transport",
     "TrustedIssuer",
+    "WebhookFormat",
 ]

@@ -33,6 +33,7 @@ from a2a_core.models import (
     EscalationKind,
     EscalationStatus,
     Message,
+    NotifyEvent,
     Task,
     TaskState,
 )
@@ -46,6 +47,7 @@ from a2a_core.schemas.json_schema import schema_problems
 from a2a_core.services.audit import audit_record
 from a2a_core.services.message_edits import canonical_parts, edited_parts
 from a2a_core.services.message_edits import human_text as _text
+from a2a_core.services.notify import notify_queue
 from a2a_core.services.tasks import announce_escalation, task_set_state
 
 
@@ -110,6 +112,7 @@ def escalation_hold(
         f"{deadline.strftime('%Y-%m-%d %H:%M:%S')} UTC",
     )
     announce_escalation(escalation, "escalation.opened")
+    notify_queue(escalation=escalation, event=NotifyEvent.ARRIVED)
     return escalation
 
 
@@ -416,12 +419,29 @@ def escalation_reject(
     return escalation
 
 
+def _questions_expire(now: Any) -> None:
+    """Questions past their deadline expire (people are told); the agent's task is left as
+    it is: the agent decides what no answer means."""
+    for escalation in Escalation.objects.filter(
+        status=EscalationStatus.PENDING, kind=EscalationKind.INPUT_REQUIRED, deadline__lt=now
+    )[:100]:
+        with transaction.atomic():
+            if not Escalation.objects.filter(
+                pk=escalation.pk, status=EscalationStatus.PENDING
+            ).update(status=EscalationStatus.EXPIRED, decided_at=now):
+                continue  # answered or expired by another worker meanwhile
+            escalation.status = EscalationStatus.EXPIRED
+            announce_escalation(escalation, "escalation.decided")
+            notify_queue(escalation=escalation, event=NotifyEvent.EXPIRED)
+
+
 def escalations_expire(*, now: Any = None) -> int:
     """Apply the timeout outcome to every pending approval past its deadline; returns how many.
 
     Safe to run in every worker at once: each escalation is decided by whoever locks it first.
     """
     now = now or timezone.now()
+    _questions_expire(now)
     due = list(
         Escalation.objects.filter(
             status=EscalationStatus.PENDING, kind=EscalationKind.APPROVAL, deadline__lt=now
@@ -442,6 +462,7 @@ def escalations_expire(*, now: Any = None) -> int:
                     Escalation.objects.filter(pk=escalation.pk).update(
                         status=EscalationStatus.EXPIRED
                     )
+                    notify_queue(escalation=escalation, event=NotifyEvent.EXPIRED)
             done += 1
         except Conflict:
             continue  # another worker decided it first

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -43,6 +44,7 @@ from a2a_core.schemas.a2a import (
     without_hub_metadata,
 )
 from a2a_core.services.classify import classify, message_item, message_row
+from a2a_core.services.notify import notify_queue
 from a2a_core.services.rows import (
     insert_returning_pks,
     insert_values,
@@ -799,8 +801,10 @@ def _ask_human(task: Task, status: dict[str, Any], priority: str) -> None:
         agent_id=task.target_id,
         question=question or "(the agent asked without words; see the task)",
         answer_schema=_answer_schema(message),
+        deadline=timezone.now() + timedelta(seconds=settings.HUB_QUESTION_DEADLINE_SECONDS),
     )
     announce_escalation(escalation, "escalation.opened")
+    notify_queue(escalation=escalation, event="arrived")
 
 
 def _answer_schema(message: dict[str, Any]) -> dict[str, Any] | None:

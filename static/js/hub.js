@@ -55,6 +55,8 @@
       var left = Math.round((Date.parse(el.getAttribute("data-deadline")) - now) / 1000);
       if (isNaN(left)) return;
       if (left <= 0) { el.textContent = "overdue"; el.classList.add("overdue"); return; }
+      // The last five minutes before a deadline stand out.
+      el.classList.toggle("soon", left < 300);
       var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
       el.textContent = "in " + (h ? h + "h " : "") + (h || m ? m + "m " : "") + s + "s";
     });

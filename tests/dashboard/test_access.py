@@ -12,7 +12,14 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, reverse
 
-from a2a_core.models import Agent, AuditEvent, Escalation, PolicyVersion
+from a2a_core.models import (
+    Agent,
+    AuditEvent,
+    Escalation,
+    Notification,
+    NotificationTarget,
+    PolicyVersion,
+)
 from a2a_core.services.policy import policy_publish
 from a2a_core.services.users import ROLES
 from dashboard import urls
@@ -37,6 +44,7 @@ PAGES: dict[str, str] = {
     "audit_training": "viewer",
     "message": "viewer",
     "escalations": "viewer",
+    "notify": "admin",
     "policy": "viewer",
     "policy_version": "viewer",
     "issuers": "admin",
@@ -53,6 +61,9 @@ ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "escalation_claim": ("operator", {}),
     "escalation_release": ("operator", {}),
     "escalation_bulk": ("operator", {"ids": "1", "action": "approve"}),
+    "notify_add": ("admin", {"kind": "email", "address": "ops@example.com"}),
+    "notify_remove": ("admin", {}),
+    "notify_test": ("admin", {}),
     "policy_draft": ("admin", {}),
     "policy_save": ("admin", {"reason": "test"}),
     "policy_dry_run": ("admin", {}),
@@ -77,6 +88,7 @@ def world() -> dict[str, Any]:
         "trace_id": escalation.task.trace_id,
         "pk": escalation.pk,
         "message_pk": message.pk,
+        "target_pk": NotificationTarget.objects.create(kind="email", address="ops@example.com").pk,
         "number": 1,
     }
 
@@ -84,7 +96,8 @@ def world() -> dict[str, Any]:
 def url(name: str, world: dict[str, Any]) -> str:
     pattern = next(p for p in urls.urlpatterns if isinstance(p, URLPattern) and p.name == name)
     wanted = pattern.pattern.regex.groupindex
-    kwargs = {key: world["message_pk"] if name == "message" else world[key] for key in wanted}
+    special = {"message": "message_pk", "notify_remove": "target_pk", "notify_test": "target_pk"}
+    kwargs = {key: world[special.get(name, key)] for key in wanted}
     return reverse(f"dashboard:{name}", kwargs=kwargs)
 
 
@@ -104,6 +117,8 @@ def state() -> tuple[Any, ...]:
         PolicyVersion.objects.count(),
         AuditEvent.objects.exclude(action__startswith="audit.export").count(),
         list(Agent.objects.values_list("slug", "status", "token_hash")),
+        NotificationTarget.objects.count(),
+        Notification.objects.count(),
     )
 
 

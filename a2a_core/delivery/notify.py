@@ -1,0 +1,228 @@
+"""Telling people an escalation waits: the sender of queued notifications.
+
+A webhook in Slack format gets `{"text": "..."}`; one in JSON format gets the escalation as
+JSON with `X-A2A-Signature` (an HMAC of the body keyed by the target's secret, the same scheme
+as push notifications: see a2a_core/client/webhooks.py). An email goes through Django's email
+backend (SMTP settings from the environment). Each carries a link to the escalation.
+
+A failed attempt is retried after HUB_NOTIFY_RETRY_SECONDS, doubling each time, up to
+HUB_NOTIFY_MAX_ATTEMPTS; the target keeps its last error (shown on its page) and counts what
+was given up on. Webhook URLs and secrets never reach a log or an error message: errors name
+the status or the kind of failure only. Targets are set by admins, so loopback and private
+addresses are allowed (unlike agents' push notification webhooks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import connection, transaction
+from django.utils import timezone
+
+from a2a_core.asyncdb import db
+from a2a_core.client.webhooks import HEADER, sign
+from a2a_core.logging import get_logger
+from a2a_core.models import (
+    Escalation,
+    EscalationKind,
+    Notification,
+    NotificationState,
+    NotificationTarget,
+    NotifyEvent,
+    TargetKind,
+    WebhookFormat,
+)
+
+log = get_logger("notify")
+BATCH = 50
+
+
+def escalation_link(escalation_id: int | None) -> str:
+    base = f"{settings.HUB_DASHBOARD_URL}/escalations/"
+    return f"{base}#escalation-{escalation_id}" if escalation_id else base
+
+
+def _about(note: Notification) -> dict[str, Any]:
+    """What a notification says, as plain data (the same for every channel)."""
+    escalation: Escalation | None = note.escalation
+    link = escalation_link(note.escalation_id)
+    if escalation is None:
+        return {
+            "event": "test",
+            "title": f"{settings.HUB_NAME}: test notification",
+            "text": f"{settings.HUB_NAME} can reach you here. Escalations: {link}",
+            "link": link,
+        }
+    what = "held message" if escalation.kind == EscalationKind.APPROVAL else "question"
+    said = " ".join((escalation.question or "").split())[:300]
+    phrase = NotifyEvent(note.event).label
+    deadline = escalation.deadline.strftime("%Y-%m-%d %H:%M UTC") if escalation.deadline else ""
+    title = (
+        f"{settings.HUB_NAME}: {escalation.priority} {what} from {escalation.agent.slug} {phrase}"
+    )
+    text = f"{title}: {said}" + (f" (deadline {deadline})" if deadline else "") + f" {link}"
+    return {
+        "event": f"escalation.{note.event}",
+        "title": title,
+        "text": text,
+        "link": link,
+        "escalation": {
+            "id": escalation.pk,
+            "kind": escalation.kind,
+            "priority": escalation.priority,
+            "agent": escalation.agent.slug,
+            "taskId": escalation.task_id,
+            "question": escalation.question,
+            "reason": escalation.reason,
+            "status": escalation.status,
+            "deadline": escalation.deadline.isoformat() if escalation.deadline else None,
+        },
+    }
+
+
+def notify_claim(limit: int = BATCH) -> list[Notification]:
+    """Due notifications for this process to send (each by one process: the claim moves its
+    next attempt a lease ahead)."""
+    now = timezone.now()
+    with transaction.atomic():
+        due = Notification.objects.filter(
+            state=NotificationState.PENDING, next_attempt_at__lte=now
+        ).order_by("next_attempt_at", "pk")
+        if connection.features.has_select_for_update_skip_locked:
+            due = due.select_for_update(skip_locked=True)
+        pks = list(due.values_list("pk", flat=True)[:limit])
+        lease = now + timedelta(seconds=settings.HUB_NOTIFY_TIMEOUT * 3)
+        Notification.objects.filter(pk__in=pks).update(next_attempt_at=lease)
+    return list(
+        Notification.objects.select_related("target", "escalation__agent").filter(pk__in=pks)
+    )
+
+
+def _done(note: Notification, error: str) -> None:
+    """Record an attempt: sent (no `error`), retried later, or given up on."""
+    now = timezone.now()
+    target: NotificationTarget = note.target
+    note.attempts += 1
+    if not error:
+        note.state, note.sent_at, note.last_error = NotificationState.SENT, now, ""
+        target.last_ok_at = now
+        target.save(update_fields=["last_ok_at"])
+    else:
+        note.last_error = error[:500]
+        target.last_error, target.last_error_at = error[:500], now
+        fields = ["last_error", "last_error_at"]
+        if note.attempts >= settings.HUB_NOTIFY_MAX_ATTEMPTS:
+            note.state = NotificationState.FAILED
+            target.failures += 1
+            fields.append("failures")
+        else:
+            wait = settings.HUB_NOTIFY_RETRY_SECONDS * 2 ** (note.attempts - 1)
+            note.next_attempt_at = now + timedelta(seconds=wait)
+        target.save(update_fields=fields)
+    note.save(update_fields=["attempts", "state", "sent_at", "last_error", "next_attempt_at"])
+
+
+def _send_email(target: NotificationTarget, about: dict[str, Any]) -> None:
+    EmailMessage(
+        subject=about["title"],
+        body=f"{about['text']}\n\nOpen it: {about['link']}\n",
+        to=[target.address],
+    ).send(using="default")
+
+
+def _webhook_request(
+    target: NotificationTarget, about: dict[str, Any]
+) -> tuple[bytes, dict[str, str]]:
+    if target.format == WebhookFormat.JSON:
+        body = json.dumps({k: v for k, v in about.items() if k != "title"}, ensure_ascii=False)
+        raw = body.encode()
+        return raw, {"Content-Type": "application/json", HEADER: sign(raw, target.secret)}
+    raw = json.dumps({"text": about["text"]}, ensure_ascii=False).encode()
+    return raw, {"Content-Type": "application/json"}
+
+
+def _answered(response: httpx.Response) -> None:
+    if not 200 <= response.status_code < 300:
+        raise _Refused(f"HTTP {response.status_code}")
+
+
+def _error_of(exc: Exception) -> str:
+    """What went wrong, in words that never carry the URL (nor a secret in it)."""
+    if isinstance(exc, _Refused):
+        return str(exc)
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    if isinstance(exc, httpx.HTTPError):
+        return f"could not connect ({type(exc).__name__})"
+    if isinstance(exc, OSError):  # SMTP: refused, unreachable, TLS
+        return f"mail server: {type(exc).__name__}: {exc.strerror or exc}"[:300]
+    return type(exc).__name__  # smtplib's own errors, a refused address...
+
+
+def _log(target: NotificationTarget, attempt: int, error: str) -> None:
+    log.info(
+        "notification not delivered",
+        extra={"notify_target": target.pk, "attempt": attempt, "error": error},
+    )
+
+
+class Notifier:
+    """Sends what `notify_claim` hands it; one HTTP client for the process."""
+
+    def __init__(self) -> None:
+        self.http = httpx.AsyncClient(timeout=settings.HUB_NOTIFY_TIMEOUT, follow_redirects=False)
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def run_once(self) -> int:
+        """Send every due notification (concurrently); returns how many were tried."""
+        notes = await db(notify_claim)
+        await asyncio.gather(*(self._send(note) for note in notes))
+        return len(notes)
+
+    async def _send(self, note: Notification) -> None:
+        target = note.target
+        about = _about(note)
+        error = ""
+        try:
+            if target.kind == TargetKind.EMAIL:
+                await asyncio.to_thread(_send_email, target, about)
+            else:
+                body, headers = _webhook_request(target, about)
+                _answered(await self.http.post(target.address, content=body, headers=headers))
+        except Exception as exc:
+            error = _error_of(exc)
+            _log(target, note.attempts + 1, error)
+        await db(_done, note, error)
+
+
+def notify_send_now(pk: int) -> Notification:
+    """Send one notification at once from this thread, whatever its schedule (the CLI's
+    `notify test`); returns it as it then is."""
+    note = Notification.objects.select_related("target", "escalation__agent").get(pk=pk)
+    target = note.target
+    about = _about(note)
+    error = ""
+    try:
+        if target.kind == TargetKind.EMAIL:
+            _send_email(target, about)
+        else:
+            body, headers = _webhook_request(target, about)
+            with httpx.Client(timeout=settings.HUB_NOTIFY_TIMEOUT) as http:
+                _answered(http.post(target.address, content=body, headers=headers))
+    except Exception as exc:
+        error = _error_of(exc)
+        _log(target, note.attempts + 1, error)
+    _done(note, error)
+    return note
+
+
+class _Refused(Exception):
+    """The receiver answered, but not with a 2xx."""
