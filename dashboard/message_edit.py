@@ -1,5 +1,6 @@
-"""Editing a held message before it is approved: its text parts as text, its typed envelope
-as a form generated from the envelope model's JSON Schema (see schemas/envelope_form.py)."""
+"""Forms generated from JSON Schemas: a held message's edit form (its text parts as text, its
+typed envelope from the envelope model's schema) and the form of a structured answer an
+agent asked for (from the agent's schema). See schemas/envelope_form.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from typing import Any
 
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.models import Message
-from a2a_core.schemas.envelope_form import FormField, envelope_fields, envelope_from_form
+from a2a_core.schemas.envelope_form import (
+    FormField,
+    answer_fields,
+    envelope_fields,
+    envelope_from_form,
+)
 from a2a_core.schemas.envelopes import ENVELOPE_MEDIA_TYPE, envelope_json, parse_envelope
 
 
@@ -100,3 +106,31 @@ def with_posted(edit: MessageEdit, posted: Any, problems: list[FieldProblem]) ->
         f"{k}: {m}" if k else m for k, ms in by_name.items() if k not in shown for m in ms
     ]
     return edit
+
+
+def answer_form(schema: Any) -> list[FormField]:
+    """The fields of a structured answer (none: the JSON text instead)."""
+    return answer_fields(schema)
+
+
+def answer_data(fields: list[FormField], posted: Any) -> Any:
+    """The structured answer typed into `fields`; raises ValidationFailed for values that
+    cannot be read (each named `data.<path>`)."""
+    data, problems = envelope_from_form({}, fields, posted)
+    if problems:
+        raise ValidationFailed(
+            "the data is not valid", [FieldProblem(f"data.{p.field}", p.message) for p in problems]
+        )
+    return data
+
+
+def answer_posted(fields: list[FormField], posted: Any, problems: list[FieldProblem]) -> None:
+    """`fields` showing what was submitted, and each problem beside its field."""
+    for f in fields:
+        if f.widget == "checkbox":
+            f.checked = f.name in posted
+        else:
+            f.value = str(posted.get(f.name, f.value))
+        f.errors = [
+            p.message for p in problems if p.field == f.name or p.field.startswith(f.name + ".")
+        ]

@@ -54,6 +54,8 @@ class Escalation(models.Model):
     reason = models.CharField(max_length=500, blank=True)
     # JSON Schema of a structured answer, when the agent declared one.
     answer_schema = models.JSONField(null=True, blank=True)
+    # The answers an agent offered with its question (quick replies).
+    options = models.JSONField(default=list, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
     timeout_outcome = models.CharField(max_length=16, default="reject")
 

@@ -33,14 +33,18 @@ class FormField:
     value: str = ""
     checked: bool = False
     choices: list[str] = field(default_factory=list)
+    # The enum's values as the schema has them (a menu's choice may be a number).
+    choice_values: list[Any] = field(default_factory=list)
     required: bool = False
     optional: bool = False
     help: str = ""
     errors: list[str] = field(default_factory=list)
+    # Form field names are `<prefix>.<path>`: `env.payload.title`, `data.window`.
+    prefix: str = "env"
 
     @property
     def name(self) -> str:
-        return f"env.{self.path}"
+        return f"{self.prefix}.{self.path}"
 
 
 @cache
@@ -57,8 +61,14 @@ def kind_schema(kind: str) -> dict[str, Any] | None:
 
 
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    while "$ref" in node:
-        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    seen = 0
+    while isinstance(node.get("$ref"), str) and seen < 32:
+        seen += 1
+        folder, _, name = node["$ref"].removeprefix("#/").rpartition("/")
+        found = root.get(folder, {}).get(name) if folder in ("$defs", "definitions") else None
+        if not isinstance(found, dict):
+            return {}  # a reference this form cannot follow: a JSON text
+        node = found
     return node
 
 
@@ -72,6 +82,21 @@ def envelope_fields(envelope: dict[str, Any]) -> list[FormField]:
     return fields
 
 
+def answer_fields(schema: Any) -> list[FormField]:
+    """The form of an answer an agent asked for with `schema` (fields named `data.<path>`);
+    none when the schema does not describe an object with properties (then a JSON text)."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return []
+    fields: list[FormField] = []
+    try:
+        _walk(schema, schema, [], {}, required=True, out=fields, skip=frozenset())
+    except (AttributeError, TypeError, KeyError):
+        return []  # a schema too odd to draw: the JSON text is always there
+    for f in fields:
+        f.prefix = "data"
+    return fields
+
+
 def _walk(
     node: dict[str, Any],
     root: dict[str, Any],
@@ -81,6 +106,7 @@ def _walk(
     required: bool,
     out: list[FormField],
     optional: bool = False,
+    skip: frozenset[str] = HUB_FIELDS,
 ) -> None:
     node = _resolve(node, root)
     if "anyOf" in node:
@@ -95,6 +121,7 @@ def _walk(
                 required=required,
                 out=out,
                 optional=optional,
+                skip=skip,
             )
             return
         out.append(_leaf(path, "json", node, value, required=required, optional=optional))
@@ -103,7 +130,7 @@ def _walk(
     if kind == "object" and "properties" in node:
         needed = set(node.get("required", []))
         for name, child in node["properties"].items():
-            if not path and name in HUB_FIELDS:
+            if not path and name in skip:
                 continue
             current = value.get(name) if isinstance(value, dict) else None
             # Inside an optional object every field may be left blank.
@@ -115,11 +142,13 @@ def _walk(
                 required=name in needed,
                 out=out,
                 optional=optional,
+                skip=skip,
             )
         return
     if "enum" in node:
         leaf = _leaf(path, "select", node, value, required=required, optional=optional)
         leaf.choices = [str(choice) for choice in node["enum"]]
+        leaf.choice_values = list(node["enum"])
         out.append(leaf)
     elif kind == "string":
         long = node.get("maxLength", 0) > 500
@@ -180,6 +209,8 @@ def envelope_from_form(
             value = [line.strip() for line in raw.splitlines() if line.strip()]
         elif not raw.strip():
             value = None if f.optional else ""
+        elif f.widget == "select":
+            value = next((v for v in f.choice_values if str(v) == raw), raw)
         elif f.widget == "number":
             try:
                 value = int(raw) if raw.strip().lstrip("-").isdigit() else float(raw)

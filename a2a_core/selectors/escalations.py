@@ -37,8 +37,10 @@ class EscalationCard:
     others: list[str] = field(default_factory=list)
     # The ids of identical held messages folded into this card, this one first.
     fold: list[int] = field(default_factory=list)
-    # The form to edit a held message before approving it (the dashboard fills it in).
+    # The form to edit a held message before approving it, and the fields of a structured
+    # answer (the dashboard fills them in).
     edit: Any = None
+    answer_form: list[Any] = field(default_factory=list)
 
     @property
     def fold_ids(self) -> str:

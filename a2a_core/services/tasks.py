@@ -801,22 +801,35 @@ def _ask_human(task: Task, status: dict[str, Any], priority: str) -> None:
         agent_id=task.target_id,
         question=question or "(the agent asked without words; see the task)",
         answer_schema=_answer_schema(message),
+        options=_options(_question_payload(message).get("options")),
         deadline=timezone.now() + timedelta(seconds=settings.HUB_QUESTION_DEADLINE_SECONDS),
     )
     announce_escalation(escalation, "escalation.opened")
     notify_queue(escalation=escalation, event="arrived")
 
 
-def _answer_schema(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The `answerSchema` of a `question` envelope among the message's parts: the agent wants
-    structured data in the humans' answer."""
+def _question_payload(message: dict[str, Any]) -> dict[str, Any]:
+    """The payload of the first `question` envelope among the message's parts, or {}."""
     for index in envelope_part_indexes(message):
         envelope = message["parts"][index].get("data")
         if isinstance(envelope, dict) and envelope.get("kind") == "question":
-            schema = (envelope.get("payload") or {}).get("answerSchema")
-            if isinstance(schema, dict):
-                return schema
-    return None
+            payload = envelope.get("payload")
+            return payload if isinstance(payload, dict) else {}
+    return {}
+
+
+def _options(offered: Any) -> list[str]:
+    """The quick replies an agent offered: up to 50 texts of up to 500 characters."""
+    if not isinstance(offered, list):
+        return []
+    return [o[:500] for o in offered if isinstance(o, str) and o.strip()][:50]
+
+
+def _answer_schema(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The `answerSchema` of the message's question envelope: the agent wants structured data
+    in the humans' answer."""
+    schema = _question_payload(message).get("answerSchema")
+    return schema if isinstance(schema, dict) else None
 
 
 def withdraw_questions(task: Task) -> None:

@@ -29,7 +29,14 @@ from a2a_core.selectors.escalations import (
 from a2a_core.services import escalation_triage as triage
 from a2a_core.services import escalations as escalation_services
 from dashboard.http import HtmxHttpRequest, actor
-from dashboard.message_edit import edits_from, message_edit, with_posted
+from dashboard.message_edit import (
+    answer_data,
+    answer_form,
+    answer_posted,
+    edits_from,
+    message_edit,
+    with_posted,
+)
 from dashboard.roles import has_role, operator_required, viewer_required
 
 # What each action is called in a notice: "your approval was not applied".
@@ -51,7 +58,7 @@ def escalation_list(request: HtmxHttpRequest) -> HttpResponse:
     inbox = escalation_inbox(filters=filters)
     if has_role(request.user, "operator"):
         for card in inbox.pending:
-            _with_edit(card)
+            _with_forms(card)
     context: dict[str, Any] = {
         "inbox": inbox,
         "filters": filters,
@@ -70,10 +77,13 @@ def escalation_list(request: HtmxHttpRequest) -> HttpResponse:
     return TemplateResponse(request, "dashboard/escalations.html", context)
 
 
-def _with_edit(card: EscalationCard) -> EscalationCard:
+def _with_forms(card: EscalationCard) -> EscalationCard:
+    """An open card's generated forms: a held message's edit form, a question's answer."""
     e = card.escalation
     if e.is_open and e.kind == EscalationKind.APPROVAL and e.message is not None:
         card.edit = message_edit(e.message)
+    elif e.is_open and e.answer_schema is not None:
+        card.answer_form = answer_form(e.answer_schema)
     return card
 
 
@@ -125,11 +135,13 @@ def _decide(
         card = escalation_card(escalation_id=pk)
     except NotFound:
         raise Http404 from None
-    _with_edit(card)
+    _with_forms(card)
     editing = action == "approve" and request.POST.get("edit") == "1" and tone == "error"
     if editing and card.edit is not None:
         # The form comes back as it was sent, each problem beside its field.
         card.edit = with_posted(card.edit, request.POST, failed)
+    if action == "answer" and tone == "error" and card.answer_form:
+        answer_posted(card.answer_form, request.POST, failed)
     if tone == "warn" and not card.escalation.is_open:
         notice = f"Already {_outcome(card.escalation)}; your {VERBS[action]} was not applied."
     context = {
@@ -179,12 +191,18 @@ def _json_field(raw: str) -> Any:
 @require_POST
 @operator_required
 def escalation_answer(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    text = request.POST.get("text", "")[:100_000]
+    # A quick reply (one of the options the agent offered) is the answer's text.
+    text = (request.POST.get("quick") or request.POST.get("text", ""))[:100_000]
     raw = request.POST.get("data", "")[:100_000]
 
     def decide() -> Any:
+        # The JSON text, when given, wins over the generated form's fields.
+        data = _json_field(raw)
+        if data is None and request.POST.get("data_form") == "1":
+            asked = Escalation.objects.filter(pk=pk).values_list("answer_schema", flat=True)
+            data = answer_data(answer_form(asked.first()), request.POST)
         return escalation_services.escalation_answer(
-            escalation_id=pk, text=text, data=_json_field(raw), actor=actor(request)
+            escalation_id=pk, text=text, data=data, actor=actor(request)
         )
 
     return _decide(request, pk, "answer", decide, "Answer sent: the agent gets it next.")

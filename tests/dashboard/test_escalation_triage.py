@@ -264,3 +264,48 @@ def test_an_invalid_edit_is_refused_beside_its_field_and_nothing_is_sent(as_role
     assert message.parts[1]["data"]["payload"]["title"] == "Migrate the users table"
     assert message.delivery_state == "held"
     assert Escalation.objects.get(pk=escalation.pk).status == "pending"
+
+
+# --- answers: quick replies, a form from the agent's schema ----------------------------------
+
+WINDOW = {
+    "type": "object",
+    "required": ["window", "retries"],
+    "properties": {
+        "window": {"type": "string", "enum": ["tonight", "monday"]},
+        "retries": {"type": "integer", "minimum": 0, "maximum": 3},
+        "notify": {"type": "boolean"},
+    },
+}
+
+
+def test_a_question_offers_its_options_and_a_form_from_its_schema(as_role):
+    escalation = question("which window?", schema=WINDOW)
+    Escalation.objects.filter(pk=escalation.pk).update(options=["tonight", "monday"])
+    html = as_role("operator").get("/escalations/").content.decode()
+    assert '<button type="submit" name="quick" value="tonight" class="quick">' in html
+    assert '<select name="data.window"' in html
+    assert '<input type="number" step="any" name="data.retries"' in html
+    assert '<input type="checkbox" name="data.notify"' in html
+
+
+def test_the_schema_form_is_checked_with_each_problem_beside_its_field(as_role):
+    escalation = question("which window?", schema=WINDOW)
+    html = post(
+        as_role("operator"),
+        f"/escalations/{escalation.pk}/answer/",
+        {"quick": "monday", "data_form": "1", "data.window": "monday", "data.retries": "9"},
+    ).content.decode()
+    assert '<p class="field-error" data-field="retries">at most 3</p>' in html
+    assert Escalation.objects.get(pk=escalation.pk).status == "pending"
+
+    post(
+        as_role("operator"),
+        f"/escalations/{escalation.pk}/answer/",
+        {"quick": "monday", "data_form": "1", "data.window": "monday", "data.retries": "2"},
+    )
+    answered = Escalation.objects.get(pk=escalation.pk)
+    assert (answered.answer, answered.answer_data) == (
+        "monday",
+        {"window": "monday", "retries": 2, "notify": False},
+    )

@@ -5,7 +5,9 @@ keyboard — and each approved message reaches its agent."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +20,10 @@ from a2a_core.asyncdb import db
 from a2a_core.models import AuditEvent, Escalation
 from a2a_core.schemas.envelopes import ENVELOPE_EXTENSION, ENVELOPE_MEDIA_TYPE
 from a2a_core.services.policy import policy_publish
+from tests.a2a_core.inbox.helpers import Inbox, close_opened_inboxes
 from tests.a2a_core.protocol.helpers import eventually, request, send
 from tests.e2e.conftest import SCREENSHOTS, live
+from tests.factories import register
 
 pytestmark = pytest.mark.live
 
@@ -297,4 +301,63 @@ async def test_editing_the_envelope_changes_what_the_agent_receives_and_a_bad_ed
     assert [d["path"] for d in event.data["diff"]] == [
         "parts[1].data.payload.title",
         "parts[1].data.payload.complexity",
+    ]
+
+
+@pytest.fixture
+async def duc(hub) -> AsyncIterator[Inbox]:
+    """A connected inbox agent, `duc`."""
+    registration = await db(register, "duc", inbox=True)
+    yield await Inbox.open(hub.url, "duc", registration.token)
+    await close_opened_inboxes()
+
+
+async def test_an_agents_options_are_quick_replies_and_its_schema_a_form(hub, sdk, dashboard, duc):
+    _, alpha = await hub.caller("alpha")
+    to_duc = await sdk("duc", alpha)
+    task = await send(to_duc, request("plan the release", return_immediately=True))
+    work = await duc.next_of("delivery")
+    await duc.send({"type": "ack", "deliveryId": work["deliveryId"]})
+    schema = {
+        "type": "object",
+        "required": ["window", "retries"],
+        "properties": {
+            "window": {"type": "string", "enum": ["tonight", "monday"]},
+            "retries": {"type": "integer", "minimum": 0, "maximum": 3},
+        },
+    }
+    question = {"text": "Which window?", "options": ["tonight", "monday"], "answerSchema": schema}
+    await duc.send(
+        {
+            "type": "status",
+            "taskId": task.id,
+            "state": "input-required",
+            "askHuman": True,
+            "parts": [
+                {"text": "Which window?"},
+                {
+                    "data": {"kind": "question", "payload": question},
+                    "mediaType": ENVELOPE_MEDIA_TYPE,
+                },
+            ],
+        }
+    )
+    operator = await dashboard("operator")
+    await inbox(operator, hub.url)
+    asked = cards(operator).first
+    await expect(asked).to_contain_text("Which window?")
+    # Questions have a deadline now (HUB_QUESTION_DEADLINE_SECONDS, an hour by default).
+    await expect(asked.locator("[data-deadline]")).to_contain_text(re.compile(r"^in 59m \d+s$"))
+    await asked.locator("[name='data.window']").select_option("monday")
+    await asked.locator("[name='data.retries']").fill("7")
+    await asked.get_by_role("button", name="monday").click()
+    await expect(asked.locator(".field-error[data-field='retries']")).to_have_text("at most 3")
+    await shot(operator, "escalation-inbox-question")
+
+    await asked.locator("[name='data.retries']").fill("2")
+    await asked.get_by_role("button", name="monday").click()
+    answer = await duc.next_of("delivery")
+    assert answer["message"]["parts"] == [
+        {"text": "monday"},
+        {"data": {"window": "monday", "retries": 2}, "mediaType": "application/json"},
     ]
