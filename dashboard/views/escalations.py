@@ -140,7 +140,8 @@ def _decide(
     if editing and card.edit is not None:
         # The form comes back as it was sent, each problem beside its field.
         card.edit = with_posted(card.edit, request.POST, failed)
-    if action == "answer" and tone == "error" and card.answer_form:
+    by_form = not request.POST.get("data", "").strip()  # else the JSON text was the data
+    if action == "answer" and tone == "error" and card.answer_form and by_form:
         answer_posted(card.answer_form, request.POST, failed)
     if tone == "warn" and not card.escalation.is_open:
         notice = f"Already {_outcome(card.escalation)}; your {VERBS[action]} was not applied."

@@ -158,6 +158,9 @@ async def test_a_structured_answer_fits_the_schema_the_agent_declared(
     await open_inbox_page(operator, hub.url)
     asked = card(operator, "Which release window?")
     await asked.locator("textarea[name=text]").fill("The quiet one.")
+    # The schema's form is there; the data can also be given as JSON.
+    await expect(asked.locator("select[name='data.window']")).to_be_visible()
+    await asked.get_by_text("or give it as JSON").click()
     await asked.locator("textarea[name=data]").fill('{"window": "friday"}')
     await asked.get_by_role("button", name="Send answer").click()
     await expect(asked.locator(".field-error")).to_contain_text("must be one of")
