@@ -64,6 +64,8 @@ class EscalationGroup:
     key: str
     label: str
     cards: list[EscalationCard]
+    # Pending escalations in the group, including those past the page's limit.
+    total: int = 0
 
 
 @dataclass
@@ -194,13 +196,17 @@ def escalation_inbox(
     elif filters.state == "unclaimed":
         pending_rows = pending_rows.filter(claimed_by_name="")
     folds: dict[str, list[int]] = {}
+    # How many pending escalations each group holds, shown or not.
+    group_totals: dict[str, int] = {}
     total = 0
-    for pk, fingerprint in pending_rows.order_by(*SORTS[filters.sort]).values_list(
-        "pk", "fingerprint"
-    ):
+    for pk, fingerprint, agent_slug, root_id, task_id in pending_rows.order_by(
+        *SORTS[filters.sort]
+    ).values_list("pk", "fingerprint", "agent__slug", "task__root_id", "task_id"):
         total += 1
         key = fingerprint if fold and fingerprint else f"#{pk}"
         folds.setdefault(key, []).append(pk)
+        group = agent_slug if filters.group == "agent" else root_id or task_id
+        group_totals[group] = group_totals.get(group, 0) + 1
     shown = list(folds.values())[:pending_limit]
     leads = _rows().in_bulk([ids[0] for ids in shown])
     pending = [leads[ids[0]] for ids in shown if ids[0] in leads]
@@ -223,11 +229,13 @@ def escalation_inbox(
         decided=cards[len(pending) :],
         pending_total=total,
         card_total=len(folds),
-        groups=_groups(pending_cards, filters.group),
+        groups=_groups(pending_cards, filters.group, group_totals),
     )
 
 
-def _groups(cards: list[EscalationCard], grouping: str) -> list[EscalationGroup]:
+def _groups(
+    cards: list[EscalationCard], grouping: str, totals: dict[str, int]
+) -> list[EscalationGroup]:
     """Cards by asking agent, or by delegation chain (their root task), in order of first
     appearance; none without a grouping."""
     groups: dict[str, EscalationGroup] = {}
@@ -245,7 +253,10 @@ def _groups(cards: list[EscalationCard], grouping: str) -> list[EscalationGroup]
             label = " → ".join(dict.fromkeys(hops))
         else:
             return []
-        groups.setdefault(key, EscalationGroup(key=key, label=label, cards=[])).cards.append(card)
+        group = groups.setdefault(
+            key, EscalationGroup(key=key, label=label, cards=[], total=totals.get(key, 0))
+        )
+        group.cards.append(card)
     return list(groups.values())
 
 

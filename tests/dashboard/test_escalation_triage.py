@@ -120,6 +120,16 @@ def test_grouping_by_agent_and_by_chain(as_role):
     assert "pm → architect → tester" in by_chain
 
 
+def test_a_group_counts_its_escalations_past_the_pages_limit():
+    from a2a_core.selectors.escalations import InboxFilter, escalation_inbox
+
+    for i in range(3):
+        held(f"deploy {i}", caller="alpha")
+    held("other", caller="beta")
+    inbox = escalation_inbox(filters=InboxFilter(group="agent", sort="oldest"), pending_limit=2)
+    assert [(g.label, g.total, len(g.cards)) for g in inbox.groups] == [("alpha", 3, 2)]
+
+
 # --- claims -----------------------------------------------------------------------------------
 
 

@@ -130,6 +130,8 @@ async def test_filters_and_search_narrow_100_escalations_and_the_url_reproduces_
     await expect(cards(colleague)).to_have_count(25)
     await colleague.goto(f"{hub.url}/escalations/?group=agent")
     await expect(colleague.locator(".escalation-group")).to_have_count(4)
+    # 50 cards are shown; each group still counts all 25 of its agent's.
+    await expect(colleague.locator(".escalation-group h3 .badge")).to_have_text(["25"] * 4)
     await shot(colleague, "escalation-inbox-grouped")
 
 
