@@ -3,15 +3,17 @@ count what passes.
 
 Runs inside the transaction that records the messages. `decide` stays pure: everything it
 reads comes from here. A message that passes is counted atomically in the shared windows
-(`PolicyState.reserve`); when a concurrent worker got there first, the message is judged
-again with the new counts and refused. Messages earlier in the batch count for later ones.
+(`WindowCounts.reserve`; with Redis, the messages that can pass are counted by the same
+round trip that reads the windows and breakers); when a concurrent worker got there first,
+the message is judged again with the new counts and refused. Messages earlier in the batch
+count for later ones.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.db import connection
@@ -38,7 +40,7 @@ from a2a_core.policy.decide import (
     Usage,
     decide,
 )
-from a2a_core.policy.state import PolicyState, WindowCounts, Windows, policy_state
+from a2a_core.policy.state import Ask, PolicyState, WindowCounts, Windows, policy_state
 from a2a_core.services.policy import current_policy
 
 # How long a half-open breaker's trial call holds the probe before another may try.
@@ -141,23 +143,21 @@ def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
     state = policy_state()
     now = clock.now()
     windows = [Windows.at(now, f.caller, f.target) for f in facts]
-    counts = state.windows(
-        key for w in windows for key in (w.caller_minute, w.caller_hour, w.target_minute)
-    )
     inflight = _count_by(
         Task,
         "caller_id",
         {pk for pk, f in zip(callers, facts, strict=True) if f.new_task},
         ACTIVE_STATE_LIST,
     )
-    breakers = (
-        state.breakers({f.target for f in facts}, now) if policy.policy.breaker.enabled else {}
-    )
     agents, by_skill = _Agents(), _BySkill()
     queues = _queues(facts)
+    asks = _asks(
+        facts, windows, callers, policy, Context(agents, by_skill=by_skill), inflight, queues
+    )
+    counts, breakers = state.gather(asks, now, breakers=policy.policy.breaker.enabled)
 
     judged = []
-    for fact, window, caller_pk in zip(facts, windows, callers, strict=True):
+    for i, (fact, window, caller_pk) in enumerate(zip(facts, windows, callers, strict=True)):
         started = time.perf_counter_ns()
         usage = _usage(counts, window, inflight.get(caller_pk, 0), queues.get(fact.target, 0))
         context = Context(agents=agents, usage=usage, breakers=breakers, by_skill=by_skill)
@@ -165,7 +165,7 @@ def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
         latency = (time.perf_counter_ns() - started) // 1000
         if decision.action != "reject":
             decision = _count(
-                state, policy, fact, decision, context, now, counts, inflight, caller_pk
+                state, policy, fact, decision, context, now, counts, inflight, caller_pk, i
             )
         target = decision.target or fact.target
         if decision.delivers and target in queues:
@@ -174,6 +174,34 @@ def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
         judged.append(Judged(decision, latency, policy.version, watch))
     counts.save()
     return judged
+
+
+def _asks(
+    facts: Sequence[Facts],
+    windows: Sequence[Windows],
+    callers: Sequence[int],
+    policy: CompiledPolicy,
+    context: Context,
+    inflight: Mapping[int, int],
+    queues: Mapping[str, int],
+) -> list[Ask]:
+    """The batch's messages for `PolicyState.gather`, each marked to be counted at once when
+    it passes every check that does not depend on the shared windows and breakers (judged
+    as if they were empty and closed). The guess errs towards not counting: a message it
+    leaves out that passes after all is counted on its own."""
+    inflight, queues = dict(inflight), dict(queues)
+    asks = []
+    for fact, window, caller_pk in zip(facts, windows, callers, strict=True):
+        usage = Usage(inflight=inflight.get(caller_pk, 0), target_queue=queues.get(fact.target, 0))
+        guess = decide(fact, replace(context, usage=usage), policy)
+        passes = guess.action != "reject" and guess.target == fact.target
+        if passes and fact.new_task and guess.action != "hold":
+            inflight[caller_pk] = inflight.get(caller_pk, 0) + 1
+        if passes and guess.delivers and fact.target in queues:
+            queues[fact.target] += 1
+        limits, target_limits = policy.limits_for(fact.caller), policy.limits_for(fact.target)
+        asks.append(Ask(window, limits, target_limits, fact.target, passes))
+    return asks
 
 
 def _queues(facts: Sequence[Facts]) -> dict[str, int]:
@@ -209,12 +237,14 @@ def _count(
     counts: WindowCounts,
     inflight: dict[int, int],
     caller_pk: int,
+    ask: int,
 ) -> Decision:
     """Count a message that passed; if the windows filled up meanwhile (another worker), judge
     it again with the counts as they are now."""
     target = decision.target or fact.target
     window = Windows.at(now, fact.caller, target)
-    if not counts.reserve(window, policy.limits_for(fact.caller), policy.limits_for(target)):
+    limits, target_limits = policy.limits_for(fact.caller), policy.limits_for(target)
+    if not counts.reserve(window, limits, target_limits, ask=ask):
         usage = _usage(counts, window, context.usage.inflight, context.usage.target_queue)
         again = decide(
             fact, Context(context.agents, usage, context.breakers, context.by_skill), policy

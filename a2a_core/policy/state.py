@@ -1,7 +1,8 @@
 """The policy's shared state: rate-limit windows and circuit breakers, right across workers.
 
-Two implementations behind one interface: Redis (when REDIS_URL is set; every check-and-count
-is one Lua script, atomic across processes) and the database (rows locked in the caller's
+Two implementations behind one interface: Redis (when REDIS_URL is set; a batch's windows and
+breakers are read, and the messages that can pass counted, by one Lua script: one round trip,
+atomic across processes) and the database (rows locked in the caller's
 transaction; on SQLite every write transaction is serialized anyway). Tasks in flight are
 counted from the task table, which is the truth in both cases.
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -87,6 +88,19 @@ def _checks(
     ]
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One message of a batch for `PolicyState.gather`: its windows, the limits on them, the
+    breaker of its target, and whether it passes every check that does not depend on the
+    shared state (then the store may count it at once)."""
+
+    windows: Windows
+    limits: RateLimits
+    target_limits: RateLimits
+    target: str
+    reserve: bool
+
+
 class WindowCounts(ABC):
     """The counts of a batch's windows, held for the length of the batch."""
 
@@ -97,24 +111,34 @@ class WindowCounts(ABC):
         return self.counts.get(key, 0)
 
     @abstractmethod
-    def reserve(self, windows: Windows, limits: RateLimits, target_limits: RateLimits) -> bool:
+    def reserve(
+        self,
+        windows: Windows,
+        limits: RateLimits,
+        target_limits: RateLimits,
+        *,
+        ask: int | None = None,
+    ) -> bool:
         """Count one message in the caller's and target's windows, unless that would pass a
-        limit (then nothing is counted). Exact across workers."""
+        limit (then nothing is counted). Exact across workers. `ask`: the message's index in
+        the asks the counts were gathered for, to take a count made then."""
 
     @abstractmethod
     def save(self) -> None:
-        """Write what the batch counted (when the store does not count as it goes)."""
+        """Write what the batch counted (when the store does not count as it goes), and give
+        back counts made for messages that were refused after all."""
 
 
 class PolicyState(ABC):
     @abstractmethod
-    def windows(self, keys: Iterable[str]) -> WindowCounts:
-        """The current counts of these window keys, held (locked, where the store locks)
-        until the batch's transaction ends."""
-
-    @abstractmethod
-    def breakers(self, targets: Iterable[str], now: float) -> dict[str, BreakerView]:
-        """The breakers that are open, half-open or counting failures, by target."""
+    def gather(
+        self, asks: Sequence[Ask], now: float, *, breakers: bool
+    ) -> tuple[WindowCounts, dict[str, BreakerView]]:
+        """The current counts of the asks' windows, held (locked, where the store locks)
+        until the batch's transaction ends, and (when `breakers`) the breakers of their
+        targets that are open, half-open or counting failures. A store may count the asks
+        marked `reserve` right away, in order, where the windows have room and the breaker
+        lets calls through; `WindowCounts.reserve(..., ask=i)` then takes that count."""
 
     @abstractmethod
     def tripped(self, now: float) -> dict[str, BreakerView]:
@@ -149,7 +173,14 @@ class _LockedWindows(WindowCounts):
         self._stored = set(counts)
         self._dirty: set[str] = set()
 
-    def reserve(self, windows: Windows, limits: RateLimits, target_limits: RateLimits) -> bool:
+    def reserve(
+        self,
+        windows: Windows,
+        limits: RateLimits,
+        target_limits: RateLimits,
+        *,
+        ask: int | None = None,
+    ) -> bool:
         checks = _checks(windows, limits, target_limits)
         if any(limit is not None and self.get(key) >= limit for key, limit in checks):
             return False
@@ -196,6 +227,13 @@ def _locked_counts(keys: list[str]) -> dict[str, int]:
 
 class DatabaseState(PolicyState):
     """Call inside the transaction that records the messages (window rows are locked in it)."""
+
+    def gather(
+        self, asks: Sequence[Ask], now: float, *, breakers: bool
+    ) -> tuple[WindowCounts, dict[str, BreakerView]]:
+        keys = (key for a in asks for key, _ in _checks(a.windows, a.limits, a.target_limits))
+        views = self.breakers({a.target for a in asks}, now) if breakers else {}
+        return self.windows(keys), views
 
     def windows(self, keys: Iterable[str]) -> WindowCounts:
         wanted = sorted(set(keys))
@@ -294,21 +332,91 @@ return 'closed'
 """
 
 
-class _RedisWindows(WindowCounts):
-    """Redis counts as it goes: each reservation is one atomic script."""
+# KEYS: the batch's window counters, then its targets' breakers. ARGV: how many counters, now,
+# each counter's lifetime, then seven values per message: its three counters (indexes into
+# KEYS), their limits (-1: none), its breaker (index among the breakers; 0: none) or -1 when
+# it is not to be counted. Returns the counters as they were, which messages it counted, and
+# each breaker's failures, opened_until, probe_until.
+_GATHER = """
+local n = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local before, counts, breakers, counted = {}, {}, {}, {}
+for i = 1, n do
+  before[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
+  counts[i] = before[i]
+end
+for i = n + 1, #KEYS do
+  breakers[i - n] = redis.call('HMGET', KEYS[i], 'failures', 'opened_until', 'probe_until')
+end
+local first = 3 + n
+for m = 0, (#ARGV - first + 1) / 7 - 1 do
+  local at = first + m * 7
+  local breaker = tonumber(ARGV[at + 6])
+  local ok = breaker >= 0
+  if breaker > 0 then
+    local opened = tonumber(breakers[breaker][2] or '-1')
+    local probe = tonumber(breakers[breaker][3] or '0')
+    if opened >= 0 and (opened > now or probe > now) then ok = false end
+  end
+  for j = 0, 2 do
+    local limit = tonumber(ARGV[at + 3 + j])
+    if ok and limit >= 0 and counts[tonumber(ARGV[at + j])] >= limit then ok = false end
+  end
+  if ok then
+    for j = 0, 2 do
+      local k = tonumber(ARGV[at + j])
+      counts[k] = counts[k] + 1
+    end
+  end
+  counted[m + 1] = ok and 1 or 0
+end
+for i = 1, n do
+  if counts[i] ~= before[i] then
+    redis.call('INCRBY', KEYS[i], counts[i] - before[i])
+    redis.call('EXPIRE', KEYS[i], tonumber(ARGV[2 + i]))
+  end
+end
+return {before, counted, breakers}
+"""
 
-    def __init__(self, counts: dict[str, int], state: RedisState) -> None:
+
+def _lifetime(key: str) -> int:
+    return (HOUR if ":h:" in key else MINUTE) + 5
+
+
+class _RedisWindows(WindowCounts):
+    """Redis counts as it goes: the batch's script counted the messages it could; any other
+    reservation is one atomic script of its own."""
+
+    def __init__(self, counts: dict[str, int], state: RedisState, held: dict[int, Windows]):
         super().__init__(counts)
         self.state = state
+        self.held = held
 
-    def reserve(self, windows: Windows, limits: RateLimits, target_limits: RateLimits) -> bool:
+    def reserve(
+        self,
+        windows: Windows,
+        limits: RateLimits,
+        target_limits: RateLimits,
+        *,
+        ask: int | None = None,
+    ) -> bool:
         checks = _checks(windows, limits, target_limits)
-        ok = bool(
-            self.state._reserve(
-                keys=[self.state.prefix + key for key, _ in checks],
-                args=[*(_limit(limit) for _, limit in checks), MINUTE + 5, HOUR + 5, MINUTE + 5],
+        held = self.held.pop(ask, None) if ask is not None else None
+        if held == windows:
+            ok = True
+        else:
+            if held is not None:  # counted for another target (a redirect): give it back
+                self.state.release([held])
+            ok = bool(
+                self.state._reserve(
+                    keys=[self.state.prefix + key for key, _ in checks],
+                    args=[
+                        *(_limit(limit) for _, limit in checks),
+                        *(_lifetime(k) for k, _ in checks),
+                    ],
+                )
             )
-        )
         if ok:
             for key, _ in checks:
                 self.counts[key] = self.get(key) + 1
@@ -317,7 +425,12 @@ class _RedisWindows(WindowCounts):
         return ok
 
     def save(self) -> None:
-        return None  # every reservation was written as it was made
+        # Every reservation was written as it was made; a message counted by the batch's
+        # script and refused after all (rare: a reservation made since moved a window past
+        # its limit) gives its count back.
+        if self.held:
+            self.state.release(self.held.values())
+            self.held.clear()
 
 
 class RedisState(PolicyState):
@@ -327,6 +440,7 @@ class RedisState(PolicyState):
         import redis
 
         self.redis: Any = redis.Redis.from_url(url, decode_responses=True)
+        self._gather = self.redis.register_script(_GATHER)
         self._reserve = self.redis.register_script(_RESERVE)
         self._claim = self.redis.register_script(_CLAIM)
         self._fail = self.redis.register_script(_FAIL)
@@ -340,8 +454,49 @@ class RedisState(PolicyState):
             key: int(value) for key, value in zip(keys, values, strict=True) if value is not None
         }
 
-    def windows(self, keys: Iterable[str]) -> WindowCounts:
-        return _RedisWindows(self.counts(keys), self)
+    def release(self, held: Iterable[Windows]) -> None:
+        """Take back counts made for messages that were not sent."""
+        pipe = self.redis.pipeline(transaction=False)
+        for windows in held:
+            for key in (windows.caller_minute, windows.caller_hour, windows.target_minute):
+                pipe.decr(self.prefix + key)
+        pipe.execute()
+
+    def gather(
+        self, asks: Sequence[Ask], now: float, *, breakers: bool
+    ) -> tuple[WindowCounts, dict[str, BreakerView]]:
+        """One round trip: the `_GATHER` script."""
+        if not asks:
+            return _RedisWindows({}, self, {}), {}
+        keys: dict[str, int] = {}
+        targets: dict[str, int] = {}
+        plan: list[Any] = []
+        for a in asks:
+            checks = _checks(a.windows, a.limits, a.target_limits)
+            plan += [keys.setdefault(key, len(keys) + 1) for key, _ in checks]
+            plan += [_limit(limit) for _, limit in checks]
+            breaker = targets.setdefault(a.target, len(targets) + 1) if breakers else 0
+            plan.append(breaker if a.reserve else -1)
+        before, counted, found = self._gather(
+            keys=[
+                *(self.prefix + key for key in keys),
+                *(f"{self.prefix}breaker:{target}" for target in (targets if breakers else ())),
+            ],
+            args=[len(keys), now, *(_lifetime(key) for key in keys), *plan],
+        )
+        counts = {key: int(value) for key, value in zip(keys, before, strict=True) if value}
+        held = {i: a.windows for i, (a, ok) in enumerate(zip(asks, counted, strict=True)) if ok}
+        views = {
+            target: breaker_view(
+                int(failures or 0),
+                float(opened) if opened else None,
+                float(probe) if probe else None,
+                now,
+            )
+            for target, (failures, opened, probe) in zip(targets, found, strict=True)
+            if failures or opened
+        }
+        return _RedisWindows(counts, self, held), views
 
     def tripped(self, now: float) -> dict[str, BreakerView]:
         prefix = f"{self.prefix}breaker:"
