@@ -18,6 +18,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from a2a_core import timeline
 from a2a_core.asyncdb import write
 from a2a_core.logging import get_logger
 
@@ -27,6 +28,8 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 
 BatchFn = Callable[[Sequence[In]], list["Out | Exception"]]
+# An item, its submitter's future, and the submitter's timeline (see `a2a_core.timeline`).
+type _Entry[I, O] = tuple[I, asyncio.Future[O], timeline.Marks | None]
 
 
 class Batcher[In, Out]:
@@ -35,9 +38,7 @@ class Batcher[In, Out]:
     ) -> None:
         self.process = process
         self.max_batch = max_batch
-        self._queues: dict[
-            asyncio.AbstractEventLoop, asyncio.Queue[tuple[In, asyncio.Future[Out]]]
-        ] = {}
+        self._queues: dict[asyncio.AbstractEventLoop, asyncio.Queue[_Entry[In, Out]]] = {}
         self._workers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
 
     async def submit(self, item: In) -> Out:
@@ -52,10 +53,10 @@ class Batcher[In, Out]:
             queue = self._queues[loop] = asyncio.Queue()
             self._workers[loop] = loop.create_task(self._work(queue), name="hub-batcher")
         future: asyncio.Future[Out] = loop.create_future()
-        queue.put_nowait((item, future))
+        queue.put_nowait((item, future, timeline.current() if timeline.ON else None))
         return await future
 
-    async def _work(self, queue: asyncio.Queue[tuple[In, asyncio.Future[Out]]]) -> None:
+    async def _work(self, queue: asyncio.Queue[_Entry[In, Out]]) -> None:
         while True:
             batch = [await queue.get()]
             # One more turn of the loop first: requests already due add their items, so a
@@ -64,8 +65,10 @@ class Batcher[In, Out]:
             await asyncio.sleep(0)
             while len(batch) < self.max_batch and not queue.empty():
                 batch.append(queue.get_nowait())
-            results = await self._commit([item for item, _ in batch])
-            for (_, future), result in zip(batch, results, strict=True):
+            for _, _, marks in batch:
+                timeline.mark_in(marks, "batch")
+            results = await self._commit([item for item, _, _ in batch])
+            for (_, future, _), result in zip(batch, results, strict=True):
                 if future.done():
                     continue
                 if isinstance(result, Exception):

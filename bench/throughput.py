@@ -1,7 +1,7 @@
 """SendMessage throughput and latency: the a2a-sdk echo agent directly, then through the hub.
 
     python bench/throughput.py [--seconds 5] [--concurrency 1 16 64] [--server daphne|uvicorn]
-                               [--incoming-concurrent N|none]
+                               [--incoming-concurrent N|none] [--timeline]
 
 One run: starts the echo agent and the hub (embedded default: SQLite + in-memory layer, on a
 fresh database) as separate processes, drives both with the same closed-loop JSON-RPC load,
@@ -11,16 +11,25 @@ the hub answered was persisted (a task and its messages).
 The policy's rate limits are put out of reach (they would refuse calls); the hub's limit of
 calls at once per agent (`incomingConcurrent`, which queues rather than refuses) stays at
 its default unless `--incoming-concurrent` says otherwise.
+
+`--timeline`: the hub notes when each call passes each point on its way (see
+`a2a_core.timeline`: received, in the handler, taken into a group commit, accepted and
+committed, forwarded, answered by the agent, the answer recorded, answered) and the p50 of
+each stretch between two points is printed under each level's figures, over all its hub runs.
+Costs a few microseconds per call: compare timelines with timelines.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import shutil
+import statistics
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +117,26 @@ def line(label: str, r: Result) -> str:
     )
 
 
+def stretches(path: Path) -> dict[str, list[float]]:
+    """The hub's timeline lines (see `a2a_core.timeline`) as milliseconds per stretch, in the
+    order the calls pass them; the file is emptied."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for line in path.read_text().splitlines():
+        marks = [(name, int(at)) for name, at in (mark.split(":") for mark in line.split())]
+        for (a, began), (b, ended) in itertools.pairwise(marks):
+            found[f"{a} -> {b}"].append((ended - began) / 1000)
+        found["total"].append(marks[-1][1] / 1000)
+    path.write_text("")
+    return found
+
+
+def timeline_lines(found: dict[str, list[float]]) -> list[str]:
+    return [
+        f"         {name:<22} p50 {statistics.median(ms):7.3f} ms  ({len(ms)} calls)"
+        for name, ms in found.items()
+    ]
+
+
 def measured(url: str, pids: dict[str, list[int]], **load: Any) -> Result:
     """One load run, with the CPU each group of processes in `pids` used meanwhile (in cores)."""
 
@@ -143,6 +172,9 @@ def main() -> None:
         default="default",
         help="the policy's calls at once per agent: a number, or none (default: the policy's default)",
     )
+    parser.add_argument(
+        "--timeline", action="store_true", help="print where a call's time goes in the hub"
+    )
     args = parser.parse_args()
     slots: int | str | None = args.incoming_concurrent
     if slots == "none":
@@ -155,6 +187,10 @@ def main() -> None:
     echo = spawn(["bench/echo_agent.py", str(echo_port)])
     env, token = prepare_hub(data_dir, echo_port, slots)
     from a2a_core.cli.serve import spawn_hub
+
+    timeline = data_dir / "timeline.txt"
+    if args.timeline:
+        os.environ["HUB_TIMELINE"] = str(timeline)
 
     # The hub as `a2a serve --no-demo` starts it (several workers share their counters).
     metrics_dir = tempfile.mkdtemp(prefix="hub-bench-metrics-") if args.workers > 1 else ""
@@ -177,6 +213,7 @@ def main() -> None:
         summary = []
         for concurrency in args.concurrency:
             directs, throughs = [], []
+            timelines: dict[str, list[float]] = defaultdict(list)
             # Alternate the two so drift on a shared machine hits both alike; report medians.
             for _ in range(args.rounds):
                 directs.append(
@@ -196,6 +233,9 @@ def main() -> None:
                         token=token,
                     )
                 )
+                if args.timeline:
+                    for name, ms in stretches(timeline).items():
+                        timelines[name] += ms
             answered += sum(t.requests - t.errors for t in throughs)
             direct = sorted(directs, key=lambda r: r.rate)[len(directs) // 2]
             through = sorted(throughs, key=lambda r: r.rate)[len(throughs) // 2]
@@ -209,6 +249,9 @@ def main() -> None:
             print(
                 f"         ratio hub/direct: throughput {ratio:.2f}x, p50 {through.pct(50) / direct.pct(50):.2f}x"
             )
+            if args.timeline:
+                print("         the hub's timeline per call:")
+                print("\n".join(timeline_lines(timelines)))
             summary.append((concurrency, ratio))
         tasks, messages = persisted()
         print(

@@ -41,7 +41,7 @@ from django.conf import settings
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from a2a_core import agent_cache, metrics, selectors, tracing
+from a2a_core import agent_cache, metrics, selectors, timeline, tracing
 from a2a_core.asyncdb import db
 from a2a_core.batching import Batcher
 from a2a_core.delivery import push
@@ -295,6 +295,7 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
         return answered
     inline_push = await _inline_push(request)
     accepted = await _accept(call, request)
+    timeline.mark("commit")
     await _save_push(call, request, accepted, inline_push)
     if accepted.duplicate:
         return await _answer_retry(
@@ -459,6 +460,7 @@ async def _forward_blocking(
     history_length: int | None,
     output_modes: list[str],
 ) -> Task | Message:
+    timeline.mark("forward")
     answers = forwarder().send(
         target,
         forwarded(request.message, accepted),
@@ -472,15 +474,18 @@ async def _forward_blocking(
     try:
         async with contextlib.aclosing(answers):
             async for answer in answers:
+                timeline.mark("answered")
                 await outcome(target, accepted, True)
                 if answer.HasField("message"):
                     reply = MessageToDict(answer.message)
                     await record(Reply(accepted.task_id, reply, _ref(accepted)))
+                    timeline.mark("record")
                     return _reply(answer.message, accepted)
                 remote = MessageToDict(answer.task)
                 view = await record(
                     Snapshot(accepted.task_id, remote, history_length, _ref(accepted))
                 )
+                timeline.mark("record")
                 if view["status"]["state"] in _UNFINISHED:
                     await follow_to_end(accepted.task_id)
                 return _task(view)

@@ -9,7 +9,7 @@ from django.conf import settings
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from a2a_core import events
+from a2a_core import events, timeline
 
 A2A_PREFIXES = ("/a2a/", "/.well-known/", "/discover", "/metrics", "/inbox/")
 
@@ -38,7 +38,10 @@ class HubHttpRouter:
             await startup()
         path: str = scope["path"]
         if path.startswith(A2A_PREFIXES) or path == "/a2a":
+            marks = timeline.begin() if timeline.ON else None
             await self.a2a_app(scope, receive, send)
+            if marks is not None:
+                timeline.end(marks)
             return
         if path.startswith(settings.STATIC_URL):
             scope = dict(scope, path=path[len(settings.STATIC_URL) - 1 :], root_path="")

@@ -27,6 +27,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import PushNotificationNotSupportedError, UnsupportedOperationError
 from django.conf import settings
 
+from a2a_core import timeline
 from a2a_core.delivery import dispatch, push
 from a2a_core.errors import AgentSuspended, HubError
 from a2a_core.metrics import CallRecord
@@ -82,6 +83,7 @@ class HubRequestHandler(RequestHandler):
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
+        timeline.mark("handler")
         call = _call(context)
         record = _record(call, "SendMessage")
         try:
