@@ -65,8 +65,8 @@ class Batcher[In, Out]:
             await asyncio.sleep(0)
             while len(batch) < self.max_batch and not queue.empty():
                 batch.append(queue.get_nowait())
-            for _, _, marks in batch:
-                timeline.mark_in(marks, "batch")
+            if timeline.ON:
+                timeline.batch([marks for _, _, marks in batch])
             results = await self._commit([item for item, _, _ in batch])
             for (_, future, _), result in zip(batch, results, strict=True):
                 if future.done():
@@ -78,7 +78,7 @@ class Batcher[In, Out]:
 
     async def _commit(self, items: list[In]) -> list[Out | Exception]:
         try:
-            return await write(functools.partial(self.process, items))
+            return await write(timeline.carried(functools.partial(self.process, items)))
         except Exception as exc:
             if len(items) == 1:
                 return [exc]

@@ -9,9 +9,12 @@ test of `ON`.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
 import threading
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 
 PATH = os.environ.get("HUB_TIMELINE", "")
@@ -20,6 +23,8 @@ ON = bool(PATH)
 Marks = list[tuple[str, int]]
 
 _marks: ContextVar[Marks | None] = ContextVar("hub_timeline", default=None)
+# The timelines of the requests whose items a group commit is writing (`a2a_core.batching`).
+_batch: ContextVar[tuple[Marks, ...]] = ContextVar("hub_timeline_batch", default=())
 _lock = threading.Lock()
 _out = open(PATH, "a", encoding="utf-8", buffering=1) if ON else None  # noqa: SIM115
 
@@ -45,6 +50,28 @@ def mark(name: str) -> None:
 def mark_in(marks: Marks | None, name: str) -> None:
     if marks is not None:
         marks.append((name, time.perf_counter_ns()))
+
+
+def batch(members: list[Marks | None]) -> None:
+    """Mark "batch" in the timelines of a group commit's members; until the next, `mark_batch`
+    marks them (in the batch's context: see `carried`)."""
+    found = [marks for marks in members if marks is not None]
+    for marks in found:
+        mark_in(marks, "batch")
+    _batch.set(tuple(found))
+
+
+def mark_batch(name: str) -> None:
+    """Note that the current group commit reached `name`, in each member's timeline."""
+    if ON:
+        for marks in _batch.get():
+            mark_in(marks, name)
+
+
+def carried[R](fn: Callable[[], R]) -> Callable[[], R]:
+    """`fn`, to run in the current context wherever it runs (a group commit's, on the
+    database thread), when timelines are on."""
+    return functools.partial(contextvars.copy_context().run, fn) if ON else fn
 
 
 def end(marks: Marks) -> None:

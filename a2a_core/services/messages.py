@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from a2a_core import agent_cache
+from a2a_core import agent_cache, timeline
 from a2a_core.errors import (
     FieldProblem,
     HubError,
@@ -477,9 +477,9 @@ def accept_batch(
         plans.append(plan)
         first_in_batch[key] = plan
 
-    for plan, judged in zip(
-        plans, judge([p.facts for p in plans], [p.item.caller.pk for p in plans]), strict=True
-    ):
+    verdicts = judge([p.facts for p in plans], [p.item.caller.pk for p in plans])
+    timeline.mark_batch("decide")
+    for plan, judged in zip(plans, verdicts, strict=True):
         plan.judged = judged
         action = judged.decision.action
         if action == "redirect" and plan.created:
