@@ -171,6 +171,7 @@ class DashboardConsumer(Consumer):
         if self.outbox.qsize() >= MAX_BACKLOG:
             while not self.outbox.empty():
                 self.outbox.get_nowait()
+                self.outbox.task_done()
             frame = render_to_string("dashboard/base_fragments.html#behind")
         self.outbox.put_nowait(frame)
 
@@ -257,6 +258,11 @@ class DashboardConsumer(Consumer):
                 frames.append(self.outbox.get_nowait())
             for text in messages(frames):
                 await self.send(text_data=text)
+            for _ in frames:
+                self.outbox.task_done()
+
+    async def sent(self) -> None:
+        await self.outbox.join()
 
 
 def messages(frames: list[str]) -> list[str]:

@@ -1,8 +1,10 @@
 """The dashboard's live updates: one relay per server process, any number of browsers.
 
-The relay listens once per process to the hub's event groups. Events are coalesced: the first
-after a quiet spell goes out at once, later ones at most every FLUSH_SECONDS — so a browser
-gets one websocket frame per flush however busy the hub is. Each flush is rendered once, on a
+The relay listens once per process to the hub's event groups. Events are coalesced only under
+load: a flush goes out once the previous one has been written to every browser's socket and
+as long again has passed (at most FLUSH_SECONDS after that one began), with everything that
+arrived meanwhile. An idle relay sends an event at once; a busy one sends fewer, larger
+frames — however busy the hub is, a browser gets at most one frame per flush. Each flush is rendered once, on a
 thread of the relay's own (`render_update`), mostly from what the events carry: a feed row is
 drawn from its `traffic` item without reading the message back. Every browser then takes from
 the flush the fragments its page shows and its filters let through (`Viewer.frame`). A frame
@@ -42,6 +44,7 @@ from a2a_core.selectors.traffic import TrafficFilter, messages_by_pk
 
 log = get_logger("dashboard.live")
 
+# The longest a flush waits for the browsers to take the one before it.
 FLUSH_SECONDS = 0.05
 TICK_SECONDS = 2.0
 # Computing the numbers may take at most this share of the time between two ticks.
@@ -106,6 +109,9 @@ class Viewer(Protocol):
     page: str
 
     def offer(self, update: Update) -> None: ...
+
+    async def sent(self) -> None:
+        """Return once everything offered so far has been written to the browser's socket."""
 
 
 # --- rendering (the relay's thread) ----------------------------------------------------------
@@ -318,17 +324,13 @@ class Relay:
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
-        last = 0.0
         while True:
             await self.kick.wait()
-            wait = last + FLUSH_SECONDS - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
             self.kick.clear()
             events, self.pending = self.pending, []
-            last = loop.time()
             if not events or not self.viewers:
                 continue
+            began = loop.time()
             try:
                 update = await loop.run_in_executor(
                     _render_thread, _read, functools.partial(render_update, events)
@@ -336,8 +338,20 @@ class Relay:
             except Exception:
                 log.exception("rendering live updates failed")
                 continue
-            for viewer in list(self.viewers):
+            viewers = list(self.viewers)
+            for viewer in viewers:
                 viewer.offer(update)
+            # What arrives until the browsers have this flush goes out with the next one; a
+            # browser that does not keep up holds the others back FLUSH_SECONDS at most.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(*(viewer.sent() for viewer in viewers)),
+                    max(0.0, began + FLUSH_SECONDS - loop.time()),
+                )
+            # Then as long again, so that flushing takes half the loop at most: the hub's
+            # calls share it.
+            took = loop.time() - began
+            await asyncio.sleep(min(took, began + FLUSH_SECONDS - loop.time()))
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
