@@ -169,12 +169,16 @@ def served_card(agent: Agent, base: str) -> CardViews:
 def hub_card(base: str) -> CardViews:
     """The hub's own card (signed); the same ETag while nothing it shows changes."""
     return _hub_card(
-        base, settings.HUB_NAME, settings.HUB_PUSH_ENABLED, settings.HUB_CARD_SIGNING_KEY
+        base,
+        settings.HUB_NAME,
+        settings.HUB_PUSH_ENABLED,
+        settings.HUB_CARD_SIGNING_KEY,
+        grpc_binding.address(base) if grpc_binding.enabled() else "",
     )
 
 
 @lru_cache(maxsize=16)
-def _hub_card(base: str, name: str, push: bool, _key: str) -> CardViews:
+def _hub_card(base: str, name: str, push: bool, _key: str, _grpc: str) -> CardViews:
     card = AgentCard(
         name=name,
         description=(
