@@ -42,7 +42,7 @@ from a2a_core.models import (
 )
 from a2a_core.models import Message as MessageRow
 from a2a_core.policy import clock
-from a2a_core.policy.state import policy_state
+from a2a_core.storage.policy_state import policy_state
 
 log = get_logger("calls")
 

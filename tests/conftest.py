@@ -130,9 +130,9 @@ def _fresh_shared_state() -> None:
     (the database is reset between tests; Redis and process memory are not)."""
     from a2a_core import agent_cache, jwks
     from a2a_core.delivery.endpoint import forget_slots
-    from a2a_core.policy.redis_state import RedisState
-    from a2a_core.policy.state import policy_state
     from a2a_core.services.policy import forget_cached
+    from a2a_core.storage.policy_state import policy_state
+    from a2a_core.storage.redis_state import RedisState
     from dashboard import live
 
     agent_cache.clear()

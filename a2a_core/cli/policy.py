@@ -10,9 +10,9 @@ from typing import Any
 from a2a_core.cli.output import acting, ago, fail, hub_error, read_json, table
 from a2a_core.errors import HubError
 from a2a_core.models import PolicyVersion
-from a2a_core.policy.dry_run import policy_dry_run
 from a2a_core.schemas.policy import default_policy
 from a2a_core.selectors.policy import policy_versions_changes
+from a2a_core.selectors.policy_dry_run import policy_dry_run
 from a2a_core.services import policy as policy_services
 
 

@@ -75,7 +75,6 @@ from a2a_core.models import (
     Scope as AgentScope,
 )
 from a2a_core.models import Task as TaskRow
-from a2a_core.policy.state import retry_seconds
 from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.services.fanout import NotFanOut, fanout_accept
 from a2a_core.services.inbox import inbox_task_canceled
@@ -102,6 +101,7 @@ from a2a_core.services.tasks import (
     task_view,
 )
 from a2a_core.services.writes import Outcome, Write, writes_commit
+from a2a_core.storage.policy_state import retry_seconds
 
 log = get_logger("dispatch")
 

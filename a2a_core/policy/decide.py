@@ -234,7 +234,9 @@ def _rate_limit(
     return None
 
 
-def _unavailable(target: AgentState, breaker: BreakerView) -> tuple[str, str, float | None] | None:
+def why_unavailable(
+    target: AgentState, breaker: BreakerView
+) -> tuple[str, str, float | None] | None:
     """(why, detail, retry_after) when the target cannot take a message now."""
     if target.status == "suspended":
         return "suspended", f"{target.slug} is suspended", None
@@ -266,7 +268,7 @@ def _can_stand_in(name: str, facts: Facts, ctx: Context) -> bool:
         candidate is None
         or name in (facts.target, facts.caller)
         or name in facts.chain
-        or _unavailable(candidate, ctx.breakers.get(name, CLOSED)) is not None
+        or why_unavailable(candidate, ctx.breakers.get(name, CLOSED)) is not None
     )
 
 
@@ -342,7 +344,7 @@ def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
         )
 
     breaker = ctx.breakers.get(facts.target, CLOSED) if rules.breaker.enabled else CLOSED
-    unavailable = _unavailable(target, breaker)
+    unavailable = why_unavailable(target, breaker)
     if unavailable is not None:
         why_not, detail, retry_after = unavailable
         other = stand_in(facts, ctx, policy, why_not) if facts.new_task else None

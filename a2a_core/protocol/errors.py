@@ -168,6 +168,6 @@ def to_a2a(exc: hub.HubError) -> A2AError:
 
 
 def _retry_after(exc: hub.PolicyRejected) -> int | None:
-    # Rounded as the Retry-After header is (`policy.state.retry_seconds`; not imported: this
+    # Rounded as the Retry-After header is (`storage.policy_state.retry_seconds`; not imported: this
     # module loads before Django's apps do), so that the two never disagree.
     return None if exc.retry_after is None else max(1, math.ceil(exc.retry_after))

@@ -30,7 +30,7 @@ from a2a_core.models import (
     Task,
 )
 from a2a_core.policy import clock
-from a2a_core.policy.state import policy_state
+from a2a_core.storage.policy_state import policy_state
 
 HOUR = 3600
 # Messages per minute: one point per minute over the last RATE_MINUTES.

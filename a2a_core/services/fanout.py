@@ -33,11 +33,11 @@ from a2a_core.models import (
 )
 from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Facts
-from a2a_core.policy.judge import judge
 from a2a_core.schemas.a2a import envelope_part_indexes, hub_metadata
 from a2a_core.services.classify import classify, message_item
 from a2a_core.services.digest import message_digest
 from a2a_core.services.inbox import inbox_enqueue
+from a2a_core.services.judge import judge
 from a2a_core.services.messages import trace_id_from
 
 FAN_OUT_KINDS = ("broadcast", "knowledge_share")

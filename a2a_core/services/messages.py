@@ -36,12 +36,12 @@ from a2a_core.models import (
 )
 from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Facts
-from a2a_core.policy.judge import Judged, judge
 from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metadata
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
+from a2a_core.services.judge import Judged, judge
 from a2a_core.services.rows import insert_returning_pks, insert_rows, new_row
 from a2a_core.services.tasks import (
     message_view,

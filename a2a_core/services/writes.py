@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 
 from a2a_core.errors import Conflict
 from a2a_core.policy import clock
-from a2a_core.policy.state import policy_state
 from a2a_core.services.messages import Inbound, accept_batch
 from a2a_core.services.policy import current_policy
 from a2a_core.services.tasks import Record, record_batch
+from a2a_core.storage.policy_state import policy_state
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,9 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from a2a_core.errors import Conflict, NotFound, ValidationFailed
 from a2a_core.models import PolicyVersion
-from a2a_core.policy import dry_run
-from a2a_core.policy.dry_run import DryRun
 from a2a_core.policy.wording import policy_changes
 from a2a_core.schemas.policy import ANY, default_policy, parse_policy
+from a2a_core.selectors import policy_dry_run as dry_run
 from a2a_core.selectors.policy import (
     AgentRef,
     policy_agents,
@@ -32,6 +31,7 @@ from a2a_core.selectors.policy import (
     policy_versions,
     policy_versions_changes,
 )
+from a2a_core.selectors.policy_dry_run import DryRun
 from a2a_core.services import policy as policy_services
 from dashboard.http import HtmxHttpRequest, actor
 from dashboard.policy_draft import ACTION_LABELS, LIMITS, PRIORITIES, UNAVAILABLE, PolicyDraft

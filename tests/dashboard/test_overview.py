@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from a2a_core.models import Agent, AgentStatus, Escalation, Message, TaskState
 from a2a_core.policy import clock
-from a2a_core.policy.state import policy_state
 from a2a_core.schemas.policy import Breaker
 from a2a_core.selectors.stats import overview_stats, percentile
+from a2a_core.storage.policy_state import policy_state
 from dashboard import live
 from dashboard.views.overview import overview_numbers
 from tests.factories import make_task, register

@@ -16,7 +16,7 @@ from a2a_core.asyncdb import db
 from a2a_core.errors import Conflict, ValidationFailed
 from a2a_core.models import Agent, AuditEvent, Escalation, Message, PolicyVersion, Task
 from a2a_core.policy import clock
-from a2a_core.policy.dry_run import policy_dry_run
+from a2a_core.selectors.policy_dry_run import policy_dry_run
 from a2a_core.services.agents import agent_suspend
 from a2a_core.services.escalations import (
     escalation_approve,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import redis
 
-from a2a_core.policy.redis_state import RedisState
-from a2a_core.policy.state import policy_state
+from a2a_core.storage.policy_state import policy_state
+from a2a_core.storage.redis_state import RedisState
 from tests.a2a_core.protocol.helpers import request, send
 
 pytestmark = pytest.mark.live

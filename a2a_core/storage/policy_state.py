@@ -305,7 +305,7 @@ class DatabaseState(PolicyState):
 def policy_state() -> PolicyState:
     """The state store of this deployment: Redis when configured, else the database."""
     if settings.REDIS_URL:
-        from a2a_core.policy.redis_state import RedisState
+        from a2a_core.storage.redis_state import RedisState
 
         return RedisState(settings.REDIS_URL)
     return DatabaseState()

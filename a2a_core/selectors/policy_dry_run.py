@@ -29,9 +29,9 @@ from a2a_core.policy.decide import (
     Usage,
     decide,
 )
-from a2a_core.policy.state import Windows
 from a2a_core.schemas.policy import parse_policy
 from a2a_core.services.policy import policy_active
+from a2a_core.storage.policy_state import Windows
 
 OPEN = BreakerView("open", retry_after=1.0)
 

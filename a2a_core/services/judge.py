@@ -12,8 +12,9 @@ count for later ones.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -32,16 +33,19 @@ from a2a_core.models import (
 )
 from a2a_core.policy import clock
 from a2a_core.policy.decide import (
+    CLOSED,
     AgentState,
+    BreakerView,
     CompiledPolicy,
     Context,
     Decision,
     Facts,
     Usage,
     decide,
+    why_unavailable,
 )
-from a2a_core.policy.state import Ask, PolicyState, WindowCounts, Windows, policy_state
 from a2a_core.services.policy import current_policy
+from a2a_core.storage.policy_state import Ask, PolicyState, WindowCounts, Windows, policy_state
 
 # How long a half-open breaker's trial call holds the probe before another may try.
 PROBE_HOLD_SECONDS = 30.0
@@ -69,48 +73,62 @@ def agent_state(agent: Agent, skills: Sequence[str] | None = None) -> AgentState
     )
 
 
-class _Agents(Mapping[str, AgentState]):
-    """Agents by slug, loaded (from the per-process cache) only when `decide` asks."""
+@dataclass
+class _Known:
+    """What `decide` may read about agents, gathered before it runs (it reads nothing
+    itself): the batch's callers and targets, and for a target that cannot take a message
+    now, the agents its redirect rules name and those sharing the message's skill."""
 
-    def __init__(self) -> None:
-        self._seen: dict[str, AgentState | None] = {}
+    agents: dict[str, AgentState | None]
+    by_skill: dict[str, tuple[str, ...]]
 
-    def __getitem__(self, slug: str) -> AgentState:
-        if slug not in self._seen:
+    def context(self, **fields: Any) -> Context:
+        known = {slug: state for slug, state in self.agents.items() if state is not None}
+        return Context(agents=known, by_skill=self.by_skill, **fields)
+
+    def load(self, slugs: set[str]) -> None:
+        for slug in slugs - self.agents.keys():
             agent = agent_cache.agent_by_slug(slug)
-            self._seen[slug] = agent_state(agent) if agent is not None else None
-        found = self._seen[slug]
-        if found is None:
-            raise KeyError(slug)
-        return found
+            self.agents[slug] = agent_state(agent) if agent is not None else None
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(slug for slug, state in self._seen.items() if state is not None)
+    def gather(
+        self,
+        facts: Sequence[Facts],
+        policy: CompiledPolicy,
+        breakers: Mapping[str, BreakerView],
+    ) -> _Known:
+        self.load({f.caller for f in facts} | {f.target for f in facts})
+        names: set[str] = set()
+        skills: set[str] = set()
+        for fact in facts:
+            target = self.agents.get(fact.target)
+            unavailable = target and why_unavailable(target, breakers.get(fact.target, CLOSED))
+            if not unavailable:
+                continue
+            for rule in policy.redirect_rules(fact.target, unavailable[0]):
+                names.update(rule.to)
+                if not rule.to and fact.skill:
+                    skills.add(fact.skill)
+        self._load_skills(skills - self.by_skill.keys())
+        self.load(names | {name for skill in skills for name in self.by_skill[skill]})
+        return self
 
-    def __len__(self) -> int:
-        return sum(1 for state in self._seen.values() if state is not None)
+    def _load_skills(self, skills: set[str]) -> None:
+        if not skills:
+            return
+        found: dict[str, list[str]] = {skill: [] for skill in skills}
+        for skill, slug in (
+            Skill.objects.filter(skill_id__in=skills)
+            .order_by("skill_id", "agent__slug")
+            .values_list("skill_id", "agent__slug")
+        ):
+            if len(found[skill]) < MAX_SKILL_SHARERS:
+                found[skill].append(slug)
+        self.by_skill.update({skill: tuple(slugs) for skill, slugs in found.items()})
 
 
-class _BySkill(Mapping[str, tuple[str, ...]]):
-    """Agents with a skill (redirect candidates), looked up only for redirects."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, tuple[str, ...]] = {}
-
-    def __getitem__(self, skill: str) -> tuple[str, ...]:
-        if skill not in self._seen:
-            self._seen[skill] = tuple(
-                Skill.objects.filter(skill_id=skill)
-                .order_by("agent__slug")
-                .values_list("agent__slug", flat=True)[:50]
-            )
-        return self._seen[skill]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._seen)
-
-    def __len__(self) -> int:
-        return len(self._seen)
+# Redirect candidates considered per skill (the first by agent id, alphabetically).
+MAX_SKILL_SHARERS = 50
 
 
 def _count_by(
@@ -149,18 +167,17 @@ def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
         {pk for pk, f in zip(callers, facts, strict=True) if f.new_task},
         ACTIVE_STATE_LIST,
     )
-    agents, by_skill = _Agents(), _BySkill()
     queues = _queues(facts)
-    asks = _asks(
-        facts, windows, callers, policy, Context(agents, by_skill=by_skill), inflight, queues
-    )
+    known = _Known({}, {}).gather(facts, policy, {})
+    asks = _asks(facts, windows, callers, policy, known.context(), inflight, queues)
     counts, breakers = state.gather(asks, now, breakers=policy.policy.breaker.enabled)
+    known.gather(facts, policy, breakers)
 
     judged = []
     for i, (fact, window, caller_pk) in enumerate(zip(facts, windows, callers, strict=True)):
         started = time.perf_counter_ns()
         usage = _usage(counts, window, inflight.get(caller_pk, 0), queues.get(fact.target, 0))
-        context = Context(agents=agents, usage=usage, breakers=breakers, by_skill=by_skill)
+        context = known.context(usage=usage, breakers=breakers)
         decision = decide(fact, context, policy)
         latency = (time.perf_counter_ns() - started) // 1000
         if decision.action != "reject":

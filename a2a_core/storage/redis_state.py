@@ -1,4 +1,4 @@
-"""The policy's shared state in Redis (scaled mode): see `a2a_core.policy.state`.
+"""The policy's shared state in Redis (scaled mode): see `a2a_core.storage.policy_state`.
 
 A batch of calls costs one round trip: `_GATHER` reads the batch's windows and its targets'
 breakers and counts, in order, every message that can pass, atomically across workers.
@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from a2a_core.policy.decide import BreakerView
-from a2a_core.policy.state import (
+from a2a_core.schemas.policy import Breaker, RateLimits
+from a2a_core.storage.policy_state import (
     HOUR,
     MINUTE,
     Ask,
@@ -21,7 +22,6 @@ from a2a_core.policy.state import (
     checks_of,
     script_limit,
 )
-from a2a_core.schemas.policy import Breaker, RateLimits
 
 _RESERVE = """
 for i = 1, #KEYS do
