@@ -677,6 +677,9 @@ def _apply(work: _UnitOfWork, op: Record) -> Any:
         rec.done()
         return {k: v for k, v in _hub_ids(op.message, task).items() if k != "taskId"}
     if task.state not in TERMINAL_STATES:
+        # Giving up is allowed from every state that is not terminal; checked all the same,
+        # like every other change of state.
+        check_transition(task.pk, task.state, op.state)
         task.state = op.state
         task.status_message = {
             "messageId": new_id(),
