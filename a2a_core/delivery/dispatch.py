@@ -76,6 +76,7 @@ from a2a_core.models import (
 )
 from a2a_core.models import Task as TaskRow
 from a2a_core.schemas.a2a import HUB_METADATA
+from a2a_core.selectors.task_wire import state_from_wire, task_view
 from a2a_core.services.fanout import NotFanOut, fanout_accept
 from a2a_core.services.inbox import inbox_task_canceled
 from a2a_core.services.messages import (
@@ -90,16 +91,7 @@ from a2a_core.services.push import (
     push_config_save,
     push_config_save_for_retry,
 )
-from a2a_core.services.tasks import (
-    Failure,
-    Record,
-    Reply,
-    Report,
-    Snapshot,
-    StreamEvent,
-    state_from_wire,
-    task_view,
-)
+from a2a_core.services.tasks import Failure, Record, Reply, Report, Snapshot, StreamEvent
 from a2a_core.services.writes import Outcome, Write, writes_commit
 from a2a_core.storage.policy_state import retry_seconds
 

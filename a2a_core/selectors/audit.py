@@ -43,8 +43,8 @@ from a2a_core.models import (
 )
 from a2a_core.schemas.a2a import text_of
 from a2a_core.schemas.envelopes import envelope_files, parse_envelope
+from a2a_core.selectors.task_wire import iso, message_view
 from a2a_core.selectors.traffic import ROW_RELATIONS, message_rows
-from a2a_core.services.tasks import iso, message_view
 
 PAGE_SIZE = 50
 # A text search looks through this many messages per page, read this many at a time.

@@ -19,7 +19,7 @@ from a2a_core.services.escalations import (
     open_any,
     who_acts,
 )
-from a2a_core.services.tasks import announce_escalation
+from a2a_core.services.questions import announce_escalation
 
 
 @transaction.atomic

@@ -48,7 +48,8 @@ from a2a_core.services.audit import audit_record
 from a2a_core.services.message_edits import canonical_parts, edited_parts
 from a2a_core.services.message_edits import human_text as _text
 from a2a_core.services.notify import notify_queue
-from a2a_core.services.tasks import announce_escalation, task_set_state
+from a2a_core.services.questions import announce_escalation
+from a2a_core.services.task_states import task_set_state
 
 
 def _agent_says(task: Task, text: str) -> dict[str, Any]:

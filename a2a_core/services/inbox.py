@@ -39,8 +39,9 @@ from a2a_core.models import (
     TaskState,
 )
 from a2a_core.schemas.a2a import without_hub_metadata
+from a2a_core.selectors.task_wire import message_view
 from a2a_core.services.agents import agent_set_presence
-from a2a_core.services.tasks import Failure, message_view, tasks_record
+from a2a_core.services.tasks import Failure, tasks_record
 
 # Delivery states that still move forward.
 _OPEN = [DeliveryState.PENDING, DeliveryState.QUEUED, DeliveryState.DELIVERED]

@@ -37,19 +37,15 @@ from a2a_core.models import (
 from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Facts
 from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metadata
+from a2a_core.selectors.task_wire import message_view, task_view
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.judge import Judged, judge
+from a2a_core.services.questions import withdraw_questions
 from a2a_core.services.rows import insert_returning_pks, insert_rows, new_row
-from a2a_core.services.tasks import (
-    message_view,
-    task_item,
-    task_set_state,
-    task_view,
-    withdraw_questions,
-)
+from a2a_core.services.task_states import task_item, task_set_state
 
 MAX_TIMEOUT_SECONDS = 3600
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")

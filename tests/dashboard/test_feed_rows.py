@@ -12,7 +12,8 @@ from a2a_core.events import add_local_listener, remove_local_listener
 from a2a_core.models import Message, TaskState
 from a2a_core.selectors.traffic import TrafficFilter, messages_by_pk
 from a2a_core.services.classify import message_item
-from a2a_core.services.tasks import Reply, task_item, tasks_record
+from a2a_core.services.task_states import task_item
+from a2a_core.services.tasks import Reply, tasks_record
 from dashboard.consumers import feed_shown
 from dashboard.live import feed_row, render_update
 from tests.dashboard.test_task_live_frames import open_page

@@ -16,7 +16,7 @@ from a2a_core.services.push import (
     push_pending,
     push_release,
 )
-from a2a_core.services.tasks import task_transition
+from a2a_core.services.task_states import task_transition
 from tests.factories import make_task
 
 LEASE = timedelta(seconds=60)

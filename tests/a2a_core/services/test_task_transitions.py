@@ -6,7 +6,7 @@ import pytest
 
 from a2a_core.errors import IllegalTransition
 from a2a_core.models import TERMINAL_STATES, TaskEvent, TaskState
-from a2a_core.services.tasks import task_transition
+from a2a_core.services.task_states import task_transition
 from tests.factories import make_task, register
 
 pytestmark = pytest.mark.django_db
@@ -70,7 +70,8 @@ def test_an_answer_weeks_after_its_request_is_recorded_with_the_longest_latency_
     from django.utils import timezone
 
     from a2a_core.models import Message
-    from a2a_core.services.tasks import MAX_LATENCY_MS, Reply, tasks_record
+    from a2a_core.services.task_recording import MAX_LATENCY_MS
+    from a2a_core.services.tasks import Reply, tasks_record
     from tests.factories import record_message
 
     caller, target = register("patient-caller").agent, register("slow-worker").agent
