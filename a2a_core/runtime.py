@@ -10,8 +10,10 @@
   rate-limit windows;
 - the follower: takes over endpoint agents' unfinished tasks no live process follows (see
   `a2a_core.delivery.follow`);
-- the pusher: POSTs tasks' events to their push notification webhooks.
-Each loop survives its own errors; the database stays the source of truth, so a missed event
+- the pusher: POSTs tasks' events to their push notification webhooks;
+- the notifier: tells people when an escalation arrives, nears its deadline or expires (see
+  `a2a_core.delivery.notify`).
+Each loop survives its own errors (and logs them as warnings); the database stays the source of truth, so a missed event
 only delays things until the next poll.
 """
 
