@@ -138,16 +138,26 @@ def _in_tree_order(tasks: list[Task]) -> list[Task]:
     return ordered
 
 
+HUMAN_DECISIONS = frozenset({"approved_by_human", "redirected_by_human", "rejected_by_human"})
+
+
 def _message_mark(message: Message) -> Mark:
     pair = f"{_slug(message.sender) or 'human'} → {_slug(message.target) or 'caller'}"
     if message.direction == "reply":
         return Mark(message.created_at, "reply", f"reply {pair}", message.summary, message.pk)
-    kind = {"reject": "refused", "hold": "held", "redirect": "redirected"}.get(
-        message.decision, "request"
+    # A held message a human decided on reads as held, then what the human decided.
+    decided = message.decision_reason in HUMAN_DECISIONS
+    kind = (
+        "held"
+        if decided
+        else {"reject": "refused", "hold": "held", "redirect": "redirected"}.get(
+            message.decision, "request"
+        )
     )
     words = {
         "refused": f"refused: {message.decision_reason}",
-        "held": "held for a human",
+        "held": "held for a human"
+        + (f", {message.decision_detail}" if decided and message.decision_detail else ""),
         "redirected": f"redirected to {_slug(message.redirected_to)}",
         "request": f"{message.kind} {pair}",
     }[kind]

@@ -18,7 +18,7 @@ from tests.dashboard.test_live_security import PASSWORD, session_cookie, socket_
 
 pytestmark = pytest.mark.live
 
-ROW = re.compile(r'data-(?:message|task)="[^"]+"')
+ROW = re.compile(r'data-message="[^"]+"|badge completed task-state-[^"\s]+')
 
 
 async def test_rows_in_quick_succession_are_not_held_for_the_coalescing_window(
@@ -38,12 +38,12 @@ async def test_rows_in_quick_succession_are_not_held_for_the_coalescing_window(
         seen: set[str] = set()
 
         async def rows_of(task_id: str) -> None:
-            # A call's request is drawn when it is accepted, its task when the agent's answer
-            # is recorded: two events, moments apart.
+            # A call's request is drawn when it is accepted, its task's state on that row
+            # when the agent's answer is recorded: two events, moments apart.
             (pk,) = await db(
                 lambda: list(Message.objects.filter(task_id=task_id).values_list("pk", flat=True))
             )
-            wanted = {f'data-message="{pk}"', f'data-task="{task_id}"'}
+            wanted = {f'data-message="{pk}"', f"badge completed task-state-{task_id}"}
             while not wanted <= seen:
                 seen.update(ROW.findall(str(await socket.recv())))
 

@@ -77,7 +77,9 @@ async def test_the_trace_of_a_three_level_chain_shows_each_hop_a_held_wait_and_a
     await expect(wait.locator(".badge")).to_have_text("approved")
     refused = page.locator(".wf-decision.refused")
     await expect(refused).to_have_text("refused: loop_detected")
-    await expect(page.locator(".wf-decision.held")).to_have_text("held for a human")
+    await expect(page.locator(".wf-decision.held")).to_have_text(
+        re.compile(r"^held for a human, approved by \S+ at .+")
+    )
 
     # A click opens a span's details: its events, the refusal's reason in words.
     tester = page.locator(".wf-span.task", has_text="architect → tester")
