@@ -33,7 +33,13 @@ LIMITS = (
     ("incomingPerMinute", "Incoming per minute"),
     ("incomingConcurrent", "Incoming calls at once"),
     ("inboxQueue", "Inbox queue"),
+    ("questionDeadlineSeconds", "Question deadline (s)"),
 )
+# What a blank input means, where it is not "no limit".
+BLANKS = {
+    "questionDeadlineSeconds": "hub default",
+    "deadlineSeconds": "as for questions",
+}
 LABELS = dict(LIMITS)
 ACTION_LABELS = (("allow", "allow"), ("deny", "deny"), ("approve", "needs approval"))
 PRIORITIES = ("low", "normal", "high", "urgent")
@@ -93,6 +99,11 @@ class Input:
     chosen: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     label: str = ""
+
+    @property
+    def blank(self) -> str:
+        """What leaving it blank means (its placeholder)."""
+        return BLANKS.get(self.name.rsplit("-", 1)[-1].rsplit(".", 1)[-1], "no limit")
 
 
 @dataclass
@@ -155,7 +166,8 @@ def _prefixed(where: str, message: str) -> str:
 
 
 def _number(value: str) -> str | None:
-    """A nullable number: blank is None ("no limit"); anything else goes to the schema as typed."""
+    """A nullable number: blank is None ("no limit", or see BLANKS); anything else goes to the
+    schema as typed."""
     value = value.strip()
     return value or None
 
@@ -347,7 +359,7 @@ class PolicyDraft:
             # An override replaces the global limits for that caller: start from them.
             return {limit.name.split(".", 1)[1]: limit.value for limit in self.limits}
         if section == "approval":
-            return {"deadlineSeconds": "3600", "timeoutOutcome": "reject"}
+            return {"timeoutOutcome": "reject"}
         if section == "redirect":
             return {"targets": "*", "when": ["suspended", "circuit_open"]}
         return {"action": "deny"}
@@ -400,7 +412,7 @@ class PolicyDraft:
                     "priorities": row["priorities"].chosen,
                     "callers": _words(row["callers"].value),
                     "targets": _words(row["targets"].value),
-                    "deadlineSeconds": row["deadlineSeconds"].value.strip(),
+                    "deadlineSeconds": _number(row["deadlineSeconds"].value),
                     "timeoutOutcome": row["timeoutOutcome"].value,
                 }
             )

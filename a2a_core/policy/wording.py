@@ -19,7 +19,10 @@ LIMIT_WORDS = {
     "incomingPerMinute": "incoming per minute",
     "incomingConcurrent": "incoming calls at once",
     "inboxQueue": "inbox queue",
+    "questionDeadlineSeconds": "question deadline (s)",
 }
+# What None means, where it is not "no limit".
+NONE_WORDS = {"questionDeadlineSeconds": "the hub's default"}
 BREAKER_WORDS = {
     "enabled": "on",
     "failureThreshold": "failures before it opens",
@@ -28,9 +31,9 @@ BREAKER_WORDS = {
 ACTION_WORDS = {"allow": "allow", "deny": "deny", "approve": "needs approval"}
 
 
-def _value(value: Any) -> str:
+def _value(value: Any, *, none: str = "no limit") -> str:
     if value is None:
-        return "no limit"
+        return none
     if value is True:
         return "yes"
     if value is False:
@@ -42,8 +45,8 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def _changed(what: str, old: Any, new: Any) -> str:
-    return f"{what}: {_value(old)} → {_value(new)}"
+def _changed(what: str, old: Any, new: Any, *, none: str = "no limit") -> str:
+    return f"{what}: {_value(old, none=none)} → {_value(new, none=none)}"
 
 
 def _only(rule: dict[str, Any]) -> str:
@@ -80,7 +83,7 @@ def _fields(
     what: str, words: dict[str, str], old: dict[str, Any], new: dict[str, Any]
 ) -> list[str]:
     return [
-        _changed(f"{what}{word}", old.get(key), new.get(key))
+        _changed(f"{what}{word}", old.get(key), new.get(key), none=NONE_WORDS.get(key, "no limit"))
         for key, word in words.items()
         if old.get(key) != new.get(key)
     ]

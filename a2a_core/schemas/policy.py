@@ -64,7 +64,9 @@ class RateLimits(Strict):
     incoming messages per minute; for an endpoint agent, the calls the hub has at its server
     at once (more wait in the hub, in order, within their timeout); for an inbox agent, the
     deliveries waiting for it (queued while it is offline, or sent and not acknowledged
-    yet). None means no limit."""
+    yet). None means no limit. Also per agent: how long a question it puts to the humans
+    stays open (None: the hub's HUB_QUESTION_DEADLINE_SECONDS), and so how long a message it
+    sends waits for approval when no approval rule set a deadline."""
 
     per_minute: int | None = Field(default=600, ge=1)
     per_hour: int | None = Field(default=20000, ge=1)
@@ -72,6 +74,7 @@ class RateLimits(Strict):
     incoming_per_minute: int | None = Field(default=None, ge=1)
     incoming_concurrent: int | None = Field(default=10, ge=1)
     inbox_queue: int | None = Field(default=1000, ge=1)
+    question_deadline_seconds: int | None = Field(default=None, ge=10, le=7 * 86400)
 
 
 class Breaker(Strict):
@@ -84,13 +87,14 @@ class Breaker(Strict):
 
 
 class ApprovalRule(_KindsAndSkills):
-    """Messages matching every condition given (any value in a list) wait for a human."""
+    """Messages matching every condition given (any value in a list) wait for a human, until
+    `deadline_seconds` (None: the caller's `questionDeadlineSeconds`, as for questions)."""
 
     name: Annotated[str, Field(min_length=1, max_length=80)]
     priorities: list[Priority] = Field(default_factory=list)
     callers: list[Pattern] = Field(default_factory=list)
     targets: list[Pattern] = Field(default_factory=list)
-    deadline_seconds: int = Field(default=3600, ge=10, le=7 * 86400)
+    deadline_seconds: int | None = Field(default=None, ge=10, le=7 * 86400)
     timeout_outcome: Literal["reject", "approve"] = "reject"
 
     @model_validator(mode="after")

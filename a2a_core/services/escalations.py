@@ -48,7 +48,7 @@ from a2a_core.services.audit import audit_record
 from a2a_core.services.message_edits import canonical_parts, edited_parts
 from a2a_core.services.message_edits import human_text as _text
 from a2a_core.services.notify import notify_queue
-from a2a_core.services.questions import announce_escalation
+from a2a_core.services.questions import announce_escalation, escalation_deadline
 from a2a_core.services.task_states import task_set_state
 
 
@@ -90,8 +90,9 @@ def escalation_hold(
 ) -> Escalation:
     """Hold a just-recorded message for a human (call in the transaction that recorded it)."""
     rule = decision.approval
-    deadline_seconds = rule.deadline_seconds if rule is not None else 3600
-    deadline = timezone.now() + timedelta(seconds=deadline_seconds)
+    deadline = escalation_deadline(
+        slug=caller.slug, seconds=rule.deadline_seconds if rule is not None else None
+    )
     priority = (message.envelope or {}).get("priority", "normal")
     escalation = Escalation.objects.create(
         kind=EscalationKind.APPROVAL,

@@ -3,7 +3,7 @@ when the task moves on."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +12,7 @@ from django.utils import timezone
 from a2a_core.events import event, publish_many_on_commit
 from a2a_core.models import (
     PRIORITY_RANK,
+    Agent,
     Escalation,
     EscalationKind,
     EscalationStatus,
@@ -23,12 +24,25 @@ from a2a_core.schemas.a2a import (
     text_of,
 )
 from a2a_core.services.notify import notify_queue
+from a2a_core.services.policy import current_policy
+
+
+def escalation_deadline(*, slug: str, seconds: int | None = None) -> datetime:
+    """When an escalation about agent `slug` expires: after `seconds` when given (an approval
+    rule's own deadline), else after the live policy's `questionDeadlineSeconds` for that
+    agent (its own limits, else the global ones), else after HUB_QUESTION_DEADLINE_SECONDS."""
+    if seconds is None:
+        seconds = current_policy().limits_for(slug).question_deadline_seconds
+    if seconds is None:
+        seconds = settings.HUB_QUESTION_DEADLINE_SECONDS
+    return timezone.now() + timedelta(seconds=seconds)
 
 
 def ask_human(task: Task, status: dict[str, Any], priority: str) -> None:
     """An agent's question for the humans operating the hub: an escalation they answer."""
     message = status.get("message") or {}
     question = text_of(message.get("parts") or [])
+    slug = Agent.objects.values_list("slug", flat=True).get(pk=task.target_id)
     escalation = Escalation.objects.create(
         kind=EscalationKind.INPUT_REQUIRED,
         priority=priority,
@@ -38,7 +52,7 @@ def ask_human(task: Task, status: dict[str, Any], priority: str) -> None:
         question=question or "(the agent asked without words; see the task)",
         answer_schema=_answer_schema(message),
         options=_options(_question_payload(message).get("options")),
-        deadline=timezone.now() + timedelta(seconds=settings.HUB_QUESTION_DEADLINE_SECONDS),
+        deadline=escalation_deadline(slug=slug),
     )
     announce_escalation(escalation, "escalation.opened")
     notify_queue(escalation=escalation, event="arrived")

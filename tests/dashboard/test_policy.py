@@ -215,13 +215,19 @@ def test_the_rendered_form_saved_unchanged_is_the_same_policy(as_role):
                 {"caller": "*", "target": "beta", "action": "deny", "kinds": ["broadcast"]},
                 {"caller": "alpha", "target": "*", "action": "allow"},
             ],
-            "limits": {"perMinute": 30, "perHour": None, "incomingPerMinute": 7},
-            "agentLimits": {"beta": {"perMinute": 3}},
+            "limits": {
+                "perMinute": 30,
+                "perHour": None,
+                "incomingPerMinute": 7,
+                "questionDeadlineSeconds": 120,
+            },
+            "agentLimits": {"beta": {"perMinute": 3, "questionDeadlineSeconds": 30}},
             "maxHops": 3,
             "loopDetection": False,
             "breaker": {"enabled": False, "failureThreshold": 2, "cooldownSeconds": 7.5},
             "approvals": [
                 {"name": "urgent", "priorities": ["high", "urgent"], "deadlineSeconds": 60},
+                {"name": "as long as questions", "callers": ["alpha"]},
             ],
             "redirects": [{"targets": ["beta"], "when": ["offline"], "to": "alpha"}],
         }
@@ -232,6 +238,33 @@ def test_the_rendered_form_saved_unchanged_is_the_same_policy(as_role):
     html = post(admin, "/policy/save/", form, token)
     assert "this is the active policy (v1) already; nothing to publish" in html
     assert PolicyVersion.objects.count() == 1
+
+
+def test_an_admin_sets_the_question_deadline_and_clears_it_back_to_the_hubs_default(as_role):
+    publish({})
+    admin = as_role("admin")
+    form, token = editor(admin)
+    assert form["limits.questionDeadlineSeconds"] == [""]
+    assert 'name="limits.questionDeadlineSeconds" value="" placeholder="hub default"' in (
+        admin.get("/policy/").content.decode()
+    )
+    form["limits.questionDeadlineSeconds"] = ["300"]
+    form["reason"] = ["questions go stale in five minutes"]
+    post(admin, "/policy/save/", form, token)
+    assert (
+        PolicyVersion.objects.get(is_active=True).document["limits"]["questionDeadlineSeconds"]
+        == 300
+    )
+    page = admin.get("/policy/").content.decode()
+    assert "<li>limits: question deadline (s): the hub&#x27;s default → 300</li>" in page
+
+    form, token = editor(admin)
+    assert form["limits.questionDeadlineSeconds"] == ["300"]
+    form["limits.questionDeadlineSeconds"] = [""]
+    form["reason"] = ["back to the default"]
+    post(admin, "/policy/save/", form, token)
+    active = PolicyVersion.objects.get(is_active=True)
+    assert (active.number, active.document["limits"]["questionDeadlineSeconds"]) == (3, None)
 
 
 def test_a_redirect_rule_naming_several_agents_round_trips_through_the_editor(as_role):

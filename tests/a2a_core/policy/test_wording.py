@@ -48,3 +48,13 @@ def test_every_part_of_a_policy_change_is_worded():
 
 def test_the_same_policy_written_two_ways_has_no_changes():
     assert policy_changes({}, {"defaultAction": "allow", "maxHops": 5}) == []
+
+
+def test_a_question_deadline_reads_as_seconds_or_the_hubs_default():
+    before = {"limits": {"questionDeadlineSeconds": 600}}
+    after = {"agentLimits": {"scribe": {"questionDeadlineSeconds": 120}}}
+    assert policy_changes(before, after) == [
+        "limits: question deadline (s): 600 → the hub's default",
+        "scribe's own limits added",
+        "scribe's limits: question deadline (s): 600 → 120",
+    ]
