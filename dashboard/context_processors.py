@@ -1,4 +1,5 @@
-"""What every dashboard page's header shows: the user's role and the escalation count."""
+"""What every dashboard page's header shows: the user's role, the escalation count and how
+many of those escalations are near their deadline."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from a2a_core.models import Escalation, EscalationStatus
+from a2a_core.selectors.escalations import escalation_counts
 from dashboard.roles import role_of
 
 
@@ -15,12 +16,12 @@ def nav(request: HttpRequest) -> dict[str, Any]:
     def compute() -> dict[str, Any]:
         user = getattr(request, "user", None)
         if user is None or not user.is_authenticated:
-            return {"role": None, "pending_escalations": 0}
+            return {"role": None, "pending_escalations": 0, "expiring_escalations": 0}
+        pending, expiring = escalation_counts()
         return {
             "role": role_of(user),
-            "pending_escalations": Escalation.objects.filter(
-                status=EscalationStatus.PENDING
-            ).count(),
+            "pending_escalations": pending,
+            "expiring_escalations": expiring,
         }
 
     return {"nav": SimpleLazyObject(compute)}

@@ -35,11 +35,10 @@ from django.template.loader import render_to_string
 from a2a_core.logging import get_logger
 from a2a_core.models import (
     Agent,
-    Escalation,
-    EscalationStatus,
     Message,
     Task,
 )
+from a2a_core.selectors.escalations import escalation_counts
 from a2a_core.selectors.traffic import TrafficFilter, messages_by_pk
 
 log = get_logger("dashboard.live")
@@ -253,9 +252,10 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
         for pk, ms in latencies.items()
     }
     if update.escalations:
-        pending = Escalation.objects.filter(status=EscalationStatus.PENDING).count()
+        pending, expiring = escalation_counts()
         update.badge = render_to_string(
-            "dashboard/base_fragments.html#escalation-badge", {"pending": pending, "oob": True}
+            "dashboard/base_fragments.html#escalation-badge",
+            {"pending": pending, "expiring": expiring, "oob": True},
         )
     for agent in Agent.objects.filter(pk__in=agent_ids) if agent_ids else ():
         update.agents[agent.pk] = render_to_string(

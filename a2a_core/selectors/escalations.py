@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import F, OrderBy, Q, QuerySet
+from django.conf import settings
+from django.db.models import Count, F, OrderBy, Q, QuerySet
 from django.utils import timezone
 
 from a2a_core.errors import NotFound
@@ -333,3 +334,16 @@ def _chains(tasks: list[Task]) -> dict[str, list[Task]]:
             chain.insert(0, known[chain[0].parent_id])
         chains[task.pk] = chain
     return chains
+
+
+def escalation_counts() -> tuple[int, int]:
+    """(pending, expiring): escalations waiting for a human, and how many of them expire
+    within HUB_NOTIFY_WARN_SECONDS (the window of the deadline warning). One query."""
+    now = timezone.now()
+    soon = Q(
+        deadline__gt=now, deadline__lte=now + timedelta(seconds=settings.HUB_NOTIFY_WARN_SECONDS)
+    )
+    counts = Escalation.objects.filter(status=EscalationStatus.PENDING).aggregate(
+        pending=Count("pk"), expiring=Count("pk", filter=soon)
+    )
+    return counts["pending"], counts["expiring"]

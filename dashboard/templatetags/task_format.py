@@ -3,9 +3,11 @@ as people say them."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from django import template
+from django.conf import settings
 from django.utils import timezone
 from django.utils.timesince import timesince
 
@@ -43,3 +45,21 @@ def ago(moment: datetime | None) -> str:
     if (timezone.now() - moment).total_seconds() < 60:
         return "just now"
     return f"{timesince(moment)} ago"
+
+
+@register.simple_tag
+def warn_seconds() -> int:
+    """How long before a deadline it is warned about (HUB_NOTIFY_WARN_SECONDS)."""
+    return int(settings.HUB_NOTIFY_WARN_SECONDS)
+
+
+@register.filter
+def expiry_warning(deadline: datetime | None) -> str:
+    """ "expires in 3 min" when `deadline` is less than HUB_NOTIFY_WARN_SECONDS away (minutes
+    rounded up, as the countdown in hub.js says it); else empty."""
+    if deadline is None:
+        return ""
+    left = (deadline - timezone.now()).total_seconds()
+    if not 0 < left <= settings.HUB_NOTIFY_WARN_SECONDS:
+        return ""
+    return f"expires in {math.ceil(left / 60)} min"

@@ -54,9 +54,18 @@
     document.querySelectorAll("[data-deadline]").forEach(function (el) {
       var left = Math.round((Date.parse(el.getAttribute("data-deadline")) - now) / 1000);
       if (isNaN(left)) return;
+      // The last minutes before a deadline stand out (data-warn: HUB_NOTIFY_WARN_SECONDS),
+      // and an escalation's card says so in words, as the server renders it.
+      var warn = parseInt(el.getAttribute("data-warn") || "300", 10), soon = left > 0 && left <= warn;
+      el.classList.toggle("soon", soon);
+      var card = el.closest("article.escalation.pending");
+      var warning = card && card.querySelector(".expiry-warning");
+      if (warning) {
+        card.classList.toggle("expiring", soon);
+        warning.hidden = !soon;
+        warning.textContent = soon ? "expires in " + Math.ceil(left / 60) + " min" : "";
+      }
       if (left <= 0) { el.textContent = "overdue"; el.classList.add("overdue"); return; }
-      // The last five minutes before a deadline stand out.
-      el.classList.toggle("soon", left < 300);
       var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
       el.textContent = "in " + (h ? h + "h " : "") + (h || m ? m + "m " : "") + s + "s";
     });

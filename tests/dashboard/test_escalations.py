@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -88,6 +89,34 @@ def test_a_card_shows_who_asks_why_the_chain_and_a_countdown(as_role):
         f'href="/tasks/{root.task.pk}/"' in card and f'href="/tasks/{escalation.task.pk}/"' in card
     )
     assert re.search(r'data-deadline="\d{4}-\d\d-\d\dT[^"]+"', card)
+
+
+def card_of(html: str, escalation: Escalation) -> str:
+    card = html[html.index(f'id="escalation-{escalation.pk}"') :]
+    return card[: card.index("</article>")]
+
+
+def test_a_deadline_within_the_warning_window_is_warned_about_on_its_card_and_in_the_header(
+    as_role, settings
+):
+    settings.HUB_NOTIFY_WARN_SECONDS = 600
+    near, far = question("near?"), question("far?")
+    Escalation.objects.filter(pk=near.pk).update(deadline=timezone.now() + timedelta(seconds=150))
+    Escalation.objects.filter(pk=far.pk).update(deadline=timezone.now() + timedelta(hours=1))
+
+    html = as_role("viewer").get("/escalations/").content.decode()
+    near_card, far_card = card_of(html, near), card_of(html, far)
+    assert re.search(r'class="[^"]* expiring"', near_card)
+    assert '<strong class="expiry-warning" role="status">expires in 3 min</strong>' in near_card
+    assert " expiring" not in far_card.split(">", 1)[0]
+    assert '<strong class="expiry-warning" role="status" hidden></strong>' in far_card
+    assert re.search(r'<span id="escalation-count"[^>]*>2</span>', html)
+    assert re.search(r'<span id="escalation-expiring"[^>]*>1 expiring</span>', html)
+
+    settings.HUB_NOTIFY_WARN_SECONDS = 60  # a narrower window: nothing is near yet
+    html = as_role("viewer").get("/escalations/").content.decode()
+    assert " expiring" not in card_of(html, near).split(">", 1)[0]
+    assert re.search(r'<span id="escalation-expiring"[^>]* hidden></span>', html)
 
 
 def test_viewers_watch_and_operators_get_the_buttons(as_role):
