@@ -322,6 +322,9 @@ HUB_NOTIFY_TIMEOUT = env_float("HUB_NOTIFY_TIMEOUT", 10.0)
 HUB_NOTIFY_MAX_ATTEMPTS = env_int("HUB_NOTIFY_MAX_ATTEMPTS", 6)
 HUB_NOTIFY_RETRY_SECONDS = env_float("HUB_NOTIFY_RETRY_SECONDS", 1.0)
 HUB_NOTIFY_WARN_SECONDS = env_int("HUB_NOTIFY_WARN_SECONDS", 300)
+# Notification webhooks may POST to these non-public hosts or networks (comma-separated host
+# names, addresses, CIDRs), e.g. an internal Slack proxy; others get public addresses only.
+HUB_NOTIFY_ALLOWED_HOSTS = env_list("HUB_NOTIFY_ALLOWED_HOSTS", "")
 # How long an agent's question to a human waits before it expires (the task stays as it is).
 HUB_QUESTION_DEADLINE_SECONDS = env_int("HUB_QUESTION_DEADLINE_SECONDS", 3600)
 # Email notifications go through Django's default mailer: SMTP, configured from the environment.

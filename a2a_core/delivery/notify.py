@@ -8,8 +8,10 @@ backend (SMTP settings from the environment). Each carries a link to the escalat
 A failed attempt is retried after HUB_NOTIFY_RETRY_SECONDS, doubling each time, up to
 HUB_NOTIFY_MAX_ATTEMPTS; the target keeps its last error (shown on its page) and counts what
 was given up on. Webhook URLs and secrets never reach a log or an error message: errors name
-the status or the kind of failure only. Targets are set by admins, so loopback and private
-addresses are allowed (unlike agents' push notification webhooks).
+the status or the kind of failure only. A webhook's host is checked before each POST like a
+push notification's (see `a2a_core.delivery.ssrf`), against its own allow-list,
+HUB_NOTIFY_ALLOWED_HOSTS: a loopback or private address is refused unless listed there, and
+the refusal is the target's last error.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from django.utils import timezone
 
 from a2a_core.asyncdb import db
 from a2a_core.client.webhooks import HEADER, sign
+from a2a_core.delivery.ssrf import NOTIFY, UnsafeTarget, resolve
 from a2a_core.logging import get_logger
 from a2a_core.models import (
     Escalation,
@@ -147,6 +150,19 @@ def _webhook_request(
     return raw, {"Content-Type": "application/json"}
 
 
+async def _pinned(
+    address: str, headers: dict[str, str]
+) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
+    """Where to POST for webhook `address`: its host resolved and checked now, the URL aimed at
+    a checked address (so DNS cannot change in between), with the Host header and TLS name
+    of the original."""
+    addresses = await resolve(address, wait_seconds=settings.HUB_NOTIFY_TIMEOUT, setting=NOTIFY)
+    url = httpx.URL(address)
+    headers = {**headers, "Host": url.netloc.decode("ascii")}
+    extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
+    return url.copy_with(host=addresses[0]), headers, extensions
+
+
 def _answered(response: httpx.Response) -> None:
     if not 200 <= response.status_code < 300:
         raise _Refused(f"HTTP {response.status_code}")
@@ -154,7 +170,7 @@ def _answered(response: httpx.Response) -> None:
 
 def _error_of(exc: Exception) -> str:
     """What went wrong, in words that never carry the URL (nor a secret in it)."""
-    if isinstance(exc, _Refused):
+    if isinstance(exc, _Refused | UnsafeTarget):  # neither names more than the host
         return str(exc)
     if isinstance(exc, httpx.TimeoutException):
         return "timed out"
@@ -196,7 +212,11 @@ class Notifier:
                 await asyncio.to_thread(_send_email, target, about)
             else:
                 body, headers = _webhook_request(target, about)
-                _answered(await self.http.post(target.address, content=body, headers=headers))
+                url, headers, extensions = await _pinned(target.address, headers)
+                response = await self.http.post(
+                    url, content=body, headers=headers, extensions=extensions
+                )
+                _answered(response)
         except Exception as exc:
             error = _error_of(exc)
             _log(target, note.attempts + 1, error)
@@ -215,8 +235,9 @@ def notify_send_now(pk: int) -> Notification:
             _send_email(target, about)
         else:
             body, headers = _webhook_request(target, about)
+            url, headers, extensions = asyncio.run(_pinned(target.address, headers))
             with httpx.Client(timeout=settings.HUB_NOTIFY_TIMEOUT) as http:
-                _answered(http.post(target.address, content=body, headers=headers))
+                _answered(http.post(url, content=body, headers=headers, extensions=extensions))
     except Exception as exc:
         error = _error_of(exc)
         _log(target, note.attempts + 1, error)

@@ -1,8 +1,11 @@
-"""Which addresses the hub may POST to on an agent's behalf.
+"""Which addresses the hub may POST to on an agent's or an admin's behalf.
 
-A webhook URL comes from an agent, so it could point the hub at its own network (a database,
-a cloud metadata service at 169.254.169.254, localhost). Only public unicast addresses are
-allowed, unless the host name or the address is listed in HUB_PUSH_ALLOWED_HOSTS.
+A push webhook URL comes from an agent, so it could point the hub at its own network (a
+database, a cloud metadata service at 169.254.169.254, localhost). Only public unicast
+addresses are allowed, unless the host name or the address is listed in
+HUB_PUSH_ALLOWED_HOSTS. Notification targets (set by admins) are checked the same way against
+their own list, HUB_NOTIFY_ALLOWED_HOSTS: an internal Slack proxy is listed there, and a
+stolen admin session cannot aim the hub at whatever else listens inside.
 
 The check that counts runs before every POST (`resolve`): the host is resolved once, every
 address it resolves to is checked, and the POST connects to one of those addresses, so a DNS
@@ -46,9 +49,13 @@ def _allow_list(entries: tuple[str, ...]) -> tuple[frozenset[str], tuple[IPNetwo
     return frozenset(names), tuple(networks)
 
 
-def allowed() -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
-    """HUB_PUSH_ALLOWED_HOSTS as (host names, networks)."""
-    return _allow_list(_entries(settings.HUB_PUSH_ALLOWED_HOSTS))
+PUSH = "HUB_PUSH_ALLOWED_HOSTS"
+NOTIFY = "HUB_NOTIFY_ALLOWED_HOSTS"
+
+
+def allowed(setting: str = PUSH) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
+    """The allow-list `setting` (PUSH or NOTIFY) as (host names, networks)."""
+    return _allow_list(_entries(getattr(settings, setting)))
 
 
 def non_public(address: IPAddress) -> str | None:
@@ -68,7 +75,9 @@ def non_public(address: IPAddress) -> str | None:
     return next((name for name, hit in checks if hit), None)
 
 
-def _check_address(host: str, text: str, networks: tuple[IPNetwork, ...]) -> None:
+def _check_address(
+    host: str, text: str, networks: tuple[IPNetwork, ...], setting: str = PUSH
+) -> None:
     address = ipaddress.ip_address(text.split("%", 1)[0])
     reason = non_public(address)
     forms = {address, getattr(address, "ipv4_mapped", None) or address}
@@ -76,7 +85,7 @@ def _check_address(host: str, text: str, networks: tuple[IPNetwork, ...]) -> Non
         shown = host if host == text else f"{host} resolves to {text}, which"
         raise UnsafeTarget(
             f"{shown} is a {reason} address; the hub only POSTs to public addresses "
-            "(an operator can allow it with HUB_PUSH_ALLOWED_HOSTS)"
+            f"(an operator can allow it with {setting})"
         )
 
 
@@ -100,9 +109,10 @@ def check_literal(url: str) -> None:
         _check_address(host, host, networks)
 
 
-async def resolve(url: str, *, wait_seconds: float) -> list[str]:
-    """The addresses `url`'s host resolves to now, all of them allowed; raise `UnsafeTarget`
-    naming the first that is not, or saying that the host does not resolve."""
+async def resolve(url: str, *, wait_seconds: float, setting: str = PUSH) -> list[str]:
+    """The addresses `url`'s host resolves to now, all of them allowed by the allow-list
+    `setting`; raise `UnsafeTarget` naming the first that is not, or saying that the host does
+    not resolve."""
     host = _host(url)
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -120,8 +130,8 @@ async def resolve(url: str, *, wait_seconds: float) -> list[str]:
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise UnsafeTarget(f"webhook host {host} does not resolve")
-    names, networks = allowed()
+    names, networks = allowed(setting)
     if host.lower() not in names:
         for text in addresses:
-            _check_address(host, text, networks)
+            _check_address(host, text, networks, setting)
     return addresses

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from a2a.types.a2a_pb2 import TaskState
 from aiosmtpd.controller import Controller
+from django.contrib.auth.models import User
 from django.core.management.base import CommandError
 from django.test import Client
 
@@ -74,6 +75,8 @@ def quick(settings, hub) -> Any:
     settings.HUB_DASHBOARD_URL = hub.url
     settings.HUB_NOTIFY_RETRY_SECONDS = 0.05
     settings.HUB_NOTIFY_MAX_ATTEMPTS = 3
+    # The local receivers listen on loopback, which a notification may reach only when listed.
+    settings.HUB_NOTIFY_ALLOWED_HOSTS = ["127.0.0.1"]
     return settings
 
 
@@ -142,6 +145,42 @@ async def test_a_json_target_gets_the_escalation_signed_like_push_notifications(
     assert body["link"] == f"{hub.url}/escalations/#escalation-{escalation.pk}"
 
 
+def admin_page() -> str:
+    """The notification targets page, as an admin sees it."""
+    if not User.objects.filter(username="root").exists():
+        user_create(username="root", password="a-long-test-password-2026", role="admin")
+    client = Client()
+    client.login(username="root", password="a-long-test-password-2026")
+    return client.get("/escalations/notify/").content.decode()
+
+
+async def test_a_loopback_target_is_refused_at_send_time_unless_allow_listed(
+    hub, sdk, webhook, quick
+):
+    quick.HUB_NOTIFY_ALLOWED_HOSTS = []
+    inside = webhook()
+    await db(a2a, "notify", "add", "webhook", inside.url)  # admins may add it: sending checks
+    await hold_one(hub, sdk, "open the firewall")
+
+    async def refused() -> NotificationTarget | None:
+        target = await db(lambda: NotificationTarget.objects.get(address=inside.url))
+        return target if target.failures else None
+
+    target = await eventually(refused)
+    reason = (
+        "127.0.0.1 is a loopback address; the hub only POSTs to public addresses "
+        "(an operator can allow it with HUB_NOTIFY_ALLOWED_HOSTS)"
+    )
+    assert target.last_error == reason and inside.received == []
+    assert reason in await db(admin_page)
+    with pytest.raises(CommandError, match=r"failed: 127\.0\.0\.1 is a loopback address"):
+        await db(a2a, "notify", "test", str(target.pk))
+
+    quick.HUB_NOTIFY_ALLOWED_HOSTS = ["127.0.0.0/8"]
+    await db(a2a, "notify", "test", str(target.pk))
+    assert len(inside.accepted) == 1
+
+
 async def test_a_failing_target_is_retried_and_what_failed_is_reported(
     hub, sdk, webhook, quick, caplog
 ):
@@ -170,13 +209,7 @@ async def test_a_failing_target_is_retried_and_what_failed_is_reported(
     ok = await db(lambda: NotificationTarget.objects.get(address=flaky.url))
     assert ok.last_ok_at is not None and ok.last_error == "HTTP 503"
 
-    def targets_page() -> str:
-        user_create(username="root", password="a-long-test-password-2026", role="admin")
-        client = Client()
-        client.login(username="root", password="a-long-test-password-2026")
-        return client.get("/escalations/notify/").content.decode()
-
-    page = await db(targets_page)
+    page = await db(admin_page)
     assert "could not connect" in page and "HTTP 503" in page
     with pytest.raises(
         CommandError, match=r"test to http://127\.0\.0\.1:\d+/…o-zz failed: could not connect"
