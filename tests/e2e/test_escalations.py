@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+from django.utils import timezone
 from playwright.async_api import Page, expect
 
 from a2a_core.asyncdb import db
@@ -20,7 +22,7 @@ from a2a_core.services.policy import policy_publish
 from tests.a2a_core.inbox.helpers import Inbox, close_opened_inboxes
 from tests.a2a_core.protocol.helpers import eventually, request, send
 from tests.e2e.conftest import live, shot
-from tests.factories import register
+from tests.factories import question_escalation, register
 
 pytestmark = pytest.mark.live
 
@@ -242,3 +244,31 @@ async def test_two_operators_decide_on_one_held_message_at_once_and_one_wins(hub
 async def _task_state(client: Any, task_id: str, state: Any) -> Any:
     task = await client.get_task(GetTaskRequest(id=task_id))
     return task if task.status.state == state else None
+
+
+async def test_a_card_entering_the_warning_window_turns_into_a_warning_while_it_is_open(
+    hub, dashboard, settings
+):
+    settings.HUB_NOTIFY_WARN_SECONDS = 600
+
+    def asked_with_deadline_in(seconds: int) -> Escalation:
+        escalation = question_escalation("rotate the certificates?")
+        escalation.deadline = timezone.now() + timedelta(seconds=seconds)
+        escalation.save(update_fields=["deadline"])
+        return escalation
+
+    await db(asked_with_deadline_in, 603)  # just outside the window when the page renders
+    operator = await dashboard("operator")
+    await open_inbox_page(operator, hub.url)
+    asked = card(operator, "rotate the certificates")
+    await expect(asked).not_to_have_class(re.compile(r"\bexpiring\b"))
+    await expect(asked.locator(".expiry-warning")).to_be_hidden()
+
+    # A few seconds later the deadline is inside the window: the open page says so.
+    await expect(asked.locator(".expiry-warning")).to_have_text("expires in 10 min", timeout=15_000)
+    await expect(asked).to_have_class(re.compile(r"\bexpiring\b"))
+    await operator.goto(f"{hub.url}/escalations/")  # the server renders the same
+    await expect(card(operator, "rotate the certificates").locator(".expiry-warning")).to_have_text(
+        "expires in 10 min"
+    )
+    await expect(operator.locator("#escalation-expiring")).to_have_text("1 expiring")
