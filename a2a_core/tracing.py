@@ -10,7 +10,8 @@ below returns at once and nothing is imported. On, each call through the hub giv
   a2a.decide    the policy's decision on it (child of the request)
   a2a.forward   the hub's call to the agent (a client span, child of the request, or of the
                 wait for a human); its context goes to the agent as `traceparent`
-  a2a.wait      the time a held message waited for a human, up to its approval
+  a2a.wait      the time a held message waited for a human: from its hold (a child of the
+                held request) to its approval or redirect, with the human's decision
 
 each with the A2A attributes: caller, target, skill, task and context ids, decision, reason.
 The exporter and batching are the SDK's, configured by the standard `OTEL_*` variables.
@@ -218,16 +219,21 @@ def forwarded(task_id: str, *, ok: bool = True, why: str = "") -> None:
         span.end()
 
 
-def waited(accepted: Accepted, *, since: datetime) -> contextlib.AbstractContextManager[None]:
-    """Around starting the delivery of a message a human let through: the wait for the human
-    as a span, the parent of the delivery's spans."""
+def waited(
+    accepted: Accepted, *, caller: str, since: datetime, until: datetime | None
+) -> contextlib.AbstractContextManager[None]:
+    """Around starting the delivery of a message a human let through: the wait for the human,
+    from `since` (the hold) to `until` (the human's decision; None: now), as a span, the
+    parent of the delivery's spans."""
     if not enabled():
         return _OFF
-    return _after_wait(accepted, since)
+    return _after_wait(accepted, caller, since, until)
 
 
 @contextlib.contextmanager
-def _after_wait(accepted: Accepted, since: datetime) -> Iterator[None]:
+def _after_wait(
+    accepted: Accepted, caller: str, since: datetime, until: datetime | None
+) -> Iterator[None]:
     from opentelemetry import trace
 
     assert _tracer is not None
@@ -238,12 +244,12 @@ def _after_wait(accepted: Accepted, since: datetime) -> Iterator[None]:
         span = _tracer.start_span(
             "a2a.wait",
             context=context,
-            start_time=int(since.timestamp() * 1e9),
-            attributes=_attributes(accepted, caller="", target=accepted.deliver_to),
+            start_time=_nanoseconds(since),
+            attributes=_attributes(accepted, caller=caller, target=accepted.deliver_to),
         )
     finally:
         _trace_id.reset(token)
-    span.end()
+    span.end(end_time=_nanoseconds(until) if until is not None else None)
     reset = _parent.set(span.get_span_context())
     try:
         yield
@@ -269,6 +275,10 @@ def _attributes(accepted: Accepted | None, *, caller: str, target: str, reason: 
         }
     )
     return values
+
+
+def _nanoseconds(moment: datetime) -> int:
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
 
 
 def _hub_trace(trace_id: str) -> int:

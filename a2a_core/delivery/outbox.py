@@ -3,6 +3,8 @@ by a human), delivered by whichever server process claims them first."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from a2a.types.a2a_pb2 import Message as WireMessage
@@ -13,7 +15,16 @@ from a2a_core import tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery import dispatch
 from a2a_core.logging import get_logger
-from a2a_core.models import Agent, Delivery, DeliveryMode, DeliveryState, Direction, Message, Task
+from a2a_core.models import (
+    Agent,
+    Delivery,
+    DeliveryMode,
+    DeliveryState,
+    Direction,
+    Escalation,
+    Message,
+    Task,
+)
 from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.messages import Accepted, queued_delivery
 
@@ -33,15 +44,32 @@ def outbox_claim(limit: int = 20) -> list[int]:
     return pks
 
 
-def _load(pk: int) -> tuple[Accepted, dict[str, Any], dict[str, Any], Agent, Agent]:
+@dataclass
+class _Queued:
+    accepted: Accepted
+    wire: dict[str, Any]
+    request_metadata: dict[str, Any]
+    caller: Agent
+    target: Agent
+    # When the human let it through (None: no human held it).
+    decided_at: datetime | None
+
+
+def _load(pk: int) -> _Queued:
     """The message's Accepted, the message and its request's metadata as the caller sent
-    them, its caller and its target."""
+    them, its caller and its target, and when a human decided on it."""
     message = Message.objects.select_related("task__caller", "task__target").get(pk=pk)
     task: Task = message.task  # type: ignore[assignment]
     accepted, wire = queued_delivery(message, task)
     caller, target = task.caller, task.target
     assert caller is not None
-    return accepted, wire, message.request_metadata, caller, target
+    decided_at = (
+        Escalation.objects.filter(message=message, decided_at__isnull=False)
+        .order_by("-decided_at")
+        .values_list("decided_at", flat=True)
+        .first()
+    )
+    return _Queued(accepted, wire, message.request_metadata, caller, target, decided_at)
 
 
 @transaction.atomic
@@ -53,19 +81,25 @@ def _to_inbox(pk: int, target: Agent) -> None:
 async def deliver_claimed(pks: list[int]) -> None:
     for pk in pks:
         try:
-            accepted, wire, request_metadata, caller, target = await db(_load, pk)
-            call = dispatch.Call(caller=caller, target=target)
+            queued = await db(_load, pk)
+            accepted, target = queued.accepted, queued.target
+            call = dispatch.Call(caller=queued.caller, target=target)
             if target.delivery_mode == DeliveryMode.INBOX:
                 await db(_to_inbox, pk, target)
                 continue
-            with tracing.waited(accepted, since=accepted.message_created_at):
+            with tracing.waited(
+                accepted,
+                caller=queued.caller.slug,
+                since=accepted.message_created_at,
+                until=queued.decided_at,
+            ):
                 dispatch.start_pump(
                     call,
                     target,
                     accepted,
-                    ParseDict(wire, WireMessage()),
+                    ParseDict(queued.wire, WireMessage()),
                     accepted_output_modes=[],
-                    metadata=dispatch.forwarded_metadata(request_metadata, accepted),
+                    metadata=dispatch.forwarded_metadata(queued.request_metadata, accepted),
                 )
         except Exception:
             log.exception("could not deliver a queued message", extra={"message_pk": pk})

@@ -635,15 +635,17 @@ def message_retry_answer(
 
 
 def queued_delivery(message: Message, task: Task) -> tuple[Accepted, dict[str, Any]]:
-    """What delivering a queued (approved or redirected) message needs: its Accepted, and the
-    message as the caller sent it (A2A ProtoJSON, the hub's ids)."""
+    """What delivering a queued (approved or redirected) message needs: its Accepted (with
+    the human's decision and its reason), and the message as the caller sent it (A2A
+    ProtoJSON, the hub's ids)."""
     caller = task.caller
     accepted = _accepted(
         task,
         message,
         timeout=float(settings.HUB_FORWARD_TIMEOUT),
         caller=caller,
-        decision=Decision.DELIVER,
+        decision=message.decision or Decision.DELIVER,
+        reason=message.decision_reason or "ok",
     )
     wire: dict[str, Any] = {
         "messageId": message.message_id,

@@ -3,11 +3,13 @@ over OTLP/HTTP to a real receiver, one trace across the caller, the hub and the 
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import os
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -15,6 +17,11 @@ import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from a2a_core import events, runtime
+from a2a_core.asyncdb import db
+from a2a_core.models import Escalation
+from a2a_core.services.escalations import escalation_approve
+from a2a_core.services.policy import policy_publish
 from tests.a2a_core.protocol.helpers import eventually
 from tests.agents import ScriptedAgent
 from tests.conftest import Worker
@@ -65,6 +72,8 @@ def _span(span: Any) -> dict[str, Any]:
         "id": span.span_id.hex(),
         "parent": span.parent_span_id.hex(),
         "attributes": {a.key: a.value.string_value for a in span.attributes},
+        "start": span.start_time_unix_nano,
+        "end": span.end_time_unix_nano,
     }
 
 
@@ -73,6 +82,41 @@ def receiver():
     found = Receiver()
     yield found
     found.stop()
+
+
+@pytest.fixture
+def idle_hub(hub):
+    """The live hub with its in-thread background work (outbox, sweeper, bus) stopped: a
+    message a human lets through is delivered by the worker process the test starts."""
+    loop = events._loop
+    assert loop is not None
+    asyncio.run_coroutine_threadsafe(runtime.stop(), loop).result(10)
+    try:
+        yield hub
+    finally:
+        asyncio.run_coroutine_threadsafe(runtime.start(), loop).result(10)
+
+
+def send_message(token: str, text: str, *, message_id: str) -> dict[str, Any]:
+    return {
+        "json": {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": message_id,
+                    "role": "ROLE_USER",
+                    "parts": [{"text": text}],
+                }
+            },
+        },
+        "headers": {
+            "Authorization": f"Bearer {token}",
+            "A2A-Version": "1.0",
+            "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01",
+        },
+    }
 
 
 async def start_agent(hub, name: str, hub_url: str) -> ScriptedAgent:
@@ -92,23 +136,7 @@ async def test_a_two_level_delegation_is_one_trace_whose_spans_follow_the_chain(
         async with httpx.AsyncClient(base_url=worker.url, timeout=30) as http:
             response = await http.post(
                 "/a2a/alpha/",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "SendMessage",
-                    "params": {
-                        "message": {
-                            "messageId": "traced-1",
-                            "role": "ROLE_USER",
-                            "parts": [{"text": "delegate beta echo deep"}],
-                        }
-                    },
-                },
-                headers={
-                    "Authorization": f"Bearer {token}",
-                    "A2A-Version": "1.0",
-                    "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01",
-                },
+                **send_message(token, "delegate beta echo deep", message_id="traced-1"),
             )
         assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
@@ -144,6 +172,65 @@ async def test_a_two_level_delegation_is_one_trace_whose_spans_follow_the_chain(
         second["attributes"]["a2a.reason"],
     ) == ("deliver", "ok")
     assert first["attributes"]["a2a.task_id"] and first["attributes"]["a2a.context_id"]
+
+
+async def test_a_held_message_s_wait_for_a_human_is_a_span_between_its_hold_and_approval(
+    idle_hub, receiver
+):
+    hub = idle_hub
+    await db(
+        policy_publish,
+        document={"matrix": [{"caller": "director", "target": "alpha", "action": "approve"}]},
+        reason="test",
+        actor_label="test",
+    )
+    worker = Worker(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="50").wait()
+    try:
+        alpha = await start_agent(hub, "alpha", worker.url)
+        _, token = await hub.caller("director")
+        async with httpx.AsyncClient(base_url=worker.url, timeout=30) as http:
+            response = await http.post(
+                "/a2a/alpha/", **send_message(token, "echo hold me", message_id="held-1")
+            )
+        task = response.json()["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+        escalation = await db(Escalation.objects.get, task_id=task["id"])
+        before_approval = time.time_ns()
+        await db(escalation_approve, escalation_id=escalation.pk, actor_label="operator")
+        after_approval = time.time_ns()
+
+        def spans(name: str) -> list[dict[str, Any]]:
+            return [s for s in receiver.spans if s["name"] == name]
+
+        async def delivered() -> bool:
+            return bool(alpha.state.messages and spans("a2a.forward") and spans("a2a.wait"))
+
+        await eventually(delivered, within=15)
+    finally:
+        worker.stop()
+
+    [request] = spans("a2a.request")
+    [wait] = spans("a2a.wait")
+    [forward] = spans("a2a.forward")
+    assert {request["trace"], wait["trace"], forward["trace"]} == {CALLER_TRACE}
+    # The wait hangs under the held request, and the forward the approval let go under it.
+    assert request["parent"] == CALLER_SPAN
+    assert wait["parent"] == request["id"]
+    assert forward["parent"] == wait["id"]
+    # It begins with the hold, during the held request, and ends with the human's approval.
+    assert request["start"] <= wait["start"] <= min(request["end"], before_approval)
+    assert before_approval <= wait["end"] <= after_approval <= forward["start"]
+    assert request["attributes"]["a2a.decision"] == "hold"
+    assert {
+        key: wait["attributes"][key]
+        for key in ("a2a.caller", "a2a.target", "a2a.task_id", "a2a.decision", "a2a.reason")
+    } == {
+        "a2a.caller": "director",
+        "a2a.target": "alpha",
+        "a2a.task_id": task["id"],
+        "a2a.decision": "deliver",
+        "a2a.reason": "approved_by_human",
+    }
 
 
 def test_without_an_endpoint_tracing_is_off_and_loads_nothing():
