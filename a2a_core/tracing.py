@@ -9,7 +9,9 @@ below returns at once and nothing is imported. On, each call through the hub giv
                 spans agents that do not propagate it), else a new trace with the hub's id
   a2a.decide    the policy's decision on it (child of the request)
   a2a.forward   the hub's call to the agent (a client span, child of the request, or of the
-                wait for a human); its context goes to the agent as `traceparent`
+                wait for a human); its context goes to the agent as `traceparent`. To an
+                inbox agent: from the queued delivery until the agent's report ends the task
+                or asks for input, followed by the process that queued it
   a2a.wait      the time a held message waited for a human: from its hold (a child of the
                 held request) to its approval or redirect, with the human's decision
 

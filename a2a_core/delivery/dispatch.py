@@ -300,6 +300,7 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
         return _task(view)
     target = await _deliver_to(call, accepted)
     if target.delivery_mode == DeliveryMode.INBOX:
+        trace_inbox_forward(target, accepted)
         if not config.return_immediately:
             await _await_answer(accepted)
         view = await db(
@@ -595,6 +596,27 @@ def _reported_state(event: dict[str, Any]) -> str:
     return "TASK_STATE_COMPLETED" if "message" in event else ""
 
 
+def trace_inbox_forward(target: Agent, accepted: Accepted) -> None:
+    """When tracing: the forward to inbox agent `target` is a span from its queued delivery
+    until the agent's report ends the task or asks for input (the agent's own calls meanwhile
+    hang under it, as they do under an endpoint agent's forward), wherever the report lands."""
+    if not tracing.forward(target, accepted):
+        return
+    watch = asyncio.get_running_loop().create_task(
+        _inbox_forward_ends(accepted.task_id), name=f"trace-{accepted.task_id}"
+    )
+    _pumps.add(watch)
+    watch.add_done_callback(_pumps.discard)
+
+
+async def _inbox_forward_ends(task_id: str) -> None:
+    try:
+        async for _ in follow(task_id, after=0, stop_on_interrupt=True):
+            pass
+    finally:
+        tracing.forwarded(task_id)
+
+
 async def stop_pumps() -> None:
     for pump in list(_pumps):
         pump.cancel()
@@ -688,6 +710,8 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
                 accepted_output_modes=modes,
                 metadata=forwarded_metadata(_request_metadata(request), accepted),
             )
+        else:
+            trace_inbox_forward(target, accepted)
     async for payload in follow(accepted.task_id, after=seq, stop_on_interrupt=True):
         yield _stream_item(payload)
 

@@ -84,15 +84,16 @@ async def deliver_claimed(pks: list[int]) -> None:
             queued = await db(_load, pk)
             accepted, target = queued.accepted, queued.target
             call = dispatch.Call(caller=queued.caller, target=target)
-            if target.delivery_mode == DeliveryMode.INBOX:
-                await db(_to_inbox, pk, target)
-                continue
             with tracing.waited(
                 accepted,
                 caller=queued.caller.slug,
                 since=accepted.message_created_at,
                 until=queued.decided_at,
             ):
+                if target.delivery_mode == DeliveryMode.INBOX:
+                    await db(_to_inbox, pk, target)
+                    dispatch.trace_inbox_forward(target, accepted)
+                    continue
                 dispatch.start_pump(
                     call,
                     target,

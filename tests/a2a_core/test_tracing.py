@@ -22,6 +22,7 @@ from a2a_core.asyncdb import db
 from a2a_core.models import Escalation
 from a2a_core.services.escalations import escalation_approve
 from a2a_core.services.policy import policy_publish
+from tests.a2a_core.inbox.helpers import Inbox
 from tests.a2a_core.protocol.helpers import eventually
 from tests.agents import ScriptedAgent
 from tests.conftest import Worker
@@ -97,7 +98,13 @@ def idle_hub(hub):
         asyncio.run_coroutine_threadsafe(runtime.start(), loop).result(10)
 
 
-def send_message(token: str, text: str, *, message_id: str) -> dict[str, Any]:
+def send_message(
+    token: str, text: str, *, message_id: str, traced: bool = True, parent: str = ""
+) -> dict[str, Any]:
+    """httpx.post arguments of a SendMessage; `traced`: with the caller's traceparent;
+    `parent`: a delegation from that hub task."""
+    traceparent = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"} if traced else {}
+    metadata = {"metadata": {"a2aHub": {"parentTaskId": parent}}} if parent else {}
     return {
         "json": {
             "jsonrpc": "2.0",
@@ -108,13 +115,14 @@ def send_message(token: str, text: str, *, message_id: str) -> dict[str, Any]:
                     "messageId": message_id,
                     "role": "ROLE_USER",
                     "parts": [{"text": text}],
+                    **metadata,
                 }
             },
         },
         "headers": {
             "Authorization": f"Bearer {token}",
             "A2A-Version": "1.0",
-            "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01",
+            **traceparent,
         },
     }
 
@@ -230,6 +238,72 @@ async def test_a_held_message_s_wait_for_a_human_is_a_span_between_its_hold_and_
         "a2a.task_id": task["id"],
         "a2a.decision": "deliver",
         "a2a.reason": "approved_by_human",
+    }
+
+
+async def test_the_forward_to_an_inbox_agent_lasts_until_its_report_ends_the_task(hub, receiver):
+    worker = Worker(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="50").wait()
+    try:
+        await start_agent(hub, "alpha", worker.url)
+        _, duc_token = await hub.caller("duc", inbox=True)
+        _, token = await hub.caller("director")
+        inbox = await Inbox.open(worker.url, "duc", duc_token)
+        async with httpx.AsyncClient(base_url=worker.url, timeout=30) as http:
+            call = asyncio.create_task(
+                http.post("/a2a/duc/", **send_message(token, "review it", message_id="inbox-1"))
+            )
+            delivery = await inbox.next_of("delivery")
+            await inbox.send({"type": "ack", "deliveryId": delivery["deliveryId"]})
+            # While it works on the task, duc asks alpha (without a traceparent of its own).
+            asked = await http.post(
+                "/a2a/alpha/",
+                **send_message(
+                    duc_token,
+                    "echo half way",
+                    message_id="duc-1",
+                    traced=False,
+                    parent=delivery["taskId"],
+                ),
+            )
+            assert asked.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            before_report = time.time_ns()
+            await inbox.send({"type": "status", "taskId": delivery["taskId"], "state": "completed"})
+            answered = (await call).json()["result"]["task"]
+        assert answered["status"]["state"] == "TASK_STATE_COMPLETED"
+        await inbox.close()
+
+        def spans(name: str, caller: str) -> list[dict[str, Any]]:
+            return [
+                s
+                for s in receiver.spans
+                if s["name"] == name and s["attributes"]["a2a.caller"] == caller
+            ]
+
+        async def exported() -> bool:
+            return bool(spans("a2a.forward", "director") and spans("a2a.forward", "duc"))
+
+        await eventually(exported, within=15)
+    finally:
+        worker.stop()
+
+    [request] = spans("a2a.request", "director")
+    [to_duc] = spans("a2a.forward", "director")
+    [duc_asks] = spans("a2a.request", "duc")
+    assert {request["trace"], to_duc["trace"], duc_asks["trace"]} == {CALLER_TRACE}
+    assert to_duc["parent"] == request["id"]
+    # duc's call while it worked hangs under the hub's forward to duc, which lasts until
+    # duc's report ends the task.
+    assert duc_asks["parent"] == to_duc["id"]
+    assert to_duc["start"] <= duc_asks["start"] <= duc_asks["end"] <= before_report
+    assert before_report <= to_duc["end"]
+    assert {
+        key: to_duc["attributes"][key]
+        for key in ("a2a.target", "a2a.task_id", "a2a.context_id", "a2a.decision")
+    } == {
+        "a2a.target": "duc",
+        "a2a.task_id": answered["id"],
+        "a2a.context_id": answered["contextId"],
+        "a2a.decision": "deliver",
     }
 
 
