@@ -219,11 +219,16 @@ class DashboardConsumer(Consumer):
         if rows:
             parts.append(f'<tbody hx-swap-oob="afterbegin:#feed-rows">{"".join(rows)}</tbody>')
         changed = [pk for pk in update.task_states if pk in self.shown.tasks]
-        if update.task_states and self.filters.state and self.reloading is None:
-            # A task's new state may move rows into or out of the filter: draw it anew.
+        moved = (update.task_states and self.filters.state) or (
+            update.decisions and self.filters.decision
+        )
+        if moved and self.reloading is None:
+            # A task's new state or a message's new decision may move rows into or out of
+            # the filter: draw it anew.
             self.reloading = asyncio.get_running_loop().create_task(self._reload_soon())
         parts.extend(update.task_states[pk] for pk in changed)
         parts.extend(html for pk, html in update.latencies.items() if pk in self.shown.rows)
+        parts.extend(html for pk, html in update.decisions.items() if pk in self.shown.rows)
         return parts
 
     async def _reload_soon(self) -> None:

@@ -99,6 +99,9 @@ class Update:
     task_states: dict[str, str] = field(default_factory=dict)
     # message pk -> the latency of a request answered since its row was drawn
     latencies: dict[int, str] = field(default_factory=dict)
+    # message pk -> the decision of a held message a human decided on since its row was
+    # drawn, updated in place (its row stays where it is, as a reload shows it)
+    decisions: dict[int, str] = field(default_factory=dict)
     policy: str | None = None
     # page -> html: what the ticker renders for pages that show numbers
     ticks: dict[str, str] = field(default_factory=dict)
@@ -213,6 +216,7 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
     # A message published twice (a retried commit, a reply recorded with its task's
     # status) is one row, drawn from its latest item.
     message_items: dict[int, dict[str, Any]] = {}
+    decided: set[int] = set()
     states: dict[str, str] = {}
     latencies: dict[int, int] = {}
     agent_ids: set[int] = set()
@@ -221,6 +225,8 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
             for item in payload.get("items", []):
                 if item.get("type") == "message" and item.get("message_pk"):
                     message_items[int(item["message_pk"])] = item
+                    if item.get("decided"):
+                        decided.add(int(item["message_pk"]))
                 elif item.get("type") == "answered" and item.get("message_pk"):
                     latencies[int(item["message_pk"])] = int(item["latency_ms"])
                 elif item.get("type") == "task":
@@ -237,7 +243,12 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
             )
     if message_items:
         drawn = _messages(list(message_items.values()))
-        update.rows.extend(feed_row(m) for m in reversed(drawn))
+        update.rows.extend(feed_row(m) for m in reversed(drawn) if m.pk not in decided)
+        update.decisions = {
+            m.pk: render_to_string("dashboard/traffic.html#decision", {"m": m, "oob": True})
+            for m in drawn
+            if m.pk in decided
+        }
     update.task_states = {
         pk: render_to_string(
             "dashboard/base_fragments.html#task-state",

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from a2a_core import agent_cache
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
-from a2a_core.events import event, publish_many_on_commit
+from a2a_core.events import event, publish_many_on_commit, publish_traffic_on_commit
 from a2a_core.models import (
     PRIORITY_RANK,
     Agent,
@@ -45,6 +45,7 @@ from a2a_core.schemas.envelope_form import json_diff
 from a2a_core.schemas.envelopes import ENVELOPE_MEDIA_TYPE, envelope_summary, parse_envelope
 from a2a_core.schemas.json_schema import schema_problems
 from a2a_core.services.audit import audit_record
+from a2a_core.services.classify import message_item
 from a2a_core.services.message_edits import canonical_parts, edited_parts
 from a2a_core.services.message_edits import human_text as _text
 from a2a_core.services.notify import notify_queue
@@ -177,6 +178,10 @@ def _decided(
         setattr(escalation, name, value)
     escalation.save()
     announce_escalation(escalation, "escalation.decided")
+    if escalation.message_id is not None:
+        # The held message's row in the live feed shows the decision, as a reload does.
+        message = Message.objects.get(pk=escalation.message_id)
+        publish_traffic_on_commit([{**message_item(message, escalation.task), "decided": True}], {})
 
 
 def _stamp() -> str:

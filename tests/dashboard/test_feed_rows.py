@@ -12,12 +12,13 @@ from a2a_core.events import add_local_listener, remove_local_listener
 from a2a_core.models import Message, TaskState
 from a2a_core.selectors.traffic import TrafficFilter, messages_by_pk
 from a2a_core.services.classify import message_item
+from a2a_core.services.escalations import escalation_approve
 from a2a_core.services.task_states import task_item
 from a2a_core.services.tasks import Reply, tasks_record
 from dashboard.consumers import feed_shown
 from dashboard.live import feed_row, render_update
 from tests.dashboard.test_task_live_frames import open_page
-from tests.factories import make_task, record_message, register
+from tests.factories import held_escalation, make_task, record_message, register
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +191,41 @@ def test_no_update_goes_to_a_row_the_page_has_dropped_for_newer_ones(pair):
     update = render_update(traffic({"type": "answered", "message_pk": oldest.pk, "latency_ms": 9}))
 
     assert f"latency-{oldest.pk}" not in page.frame(update)
+
+
+def _decision_cell(row_html: str, message_pk: int) -> str:
+    """What a row shows in its decision cell: its badge and the reason."""
+    start = row_html.index(f'<span class="decision-{message_pk}">')
+    return row_html[start : row_html.index("</td>", start)]
+
+
+def test_a_held_messages_row_shows_the_humans_decision_live_as_a_reload_shows_it(
+    django_capture_on_commit_callbacks,
+):
+    escalation = held_escalation("ship it?")
+    message = escalation.message
+    assert message is not None
+    page = open_page("traffic")
+    page.shown = feed_shown(TrafficFilter())  # the page shows the held row
+    assert '<span class="badge hold">' in drawn_from_database(message)
+
+    events: list = []
+    add_local_listener(listen := lambda group, payload: events.append((group, payload)))
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            escalation_approve(escalation_id=escalation.pk, actor_label="operator")
+    finally:
+        remove_local_listener(listen)
+    frame = page.frame(render_update([e for e in events if e[0] == "traffic"]))
+
+    shown = _decision_cell(drawn_from_database(message), message.pk)  # what a reload shows
+    assert '<span class="badge deliver">' in shown and "approved by operator" in shown
+    live = shown.replace(
+        f'<span class="decision-{message.pk}">',
+        f'<span class="decision-{message.pk}" hx-swap-oob="outerHTML:.decision-{message.pk}">',
+        1,
+    )
+    assert live in frame
+    # Updated in place: no second row for the message.
+    assert f'data-message="{message.pk}"' not in frame
+    assert f'hx-swap-oob="outerHTML:.task-state-{message.task_id}">working</span>' in frame
