@@ -12,6 +12,11 @@ below returns at once and nothing is imported. On, each call through the hub giv
                 wait for a human); its context goes to the agent as `traceparent`. To an
                 inbox agent: from the queued delivery until the agent's report ends the task
                 or asks for input, followed by the process that queued it
+  a2a.forward   (fan-out) one per recipient's copy of a broadcast or knowledge share, child
+                of the request: to an endpoint agent, the send until the agent answers; to an
+                inbox agent, from the queued copy to the agent's ack (a copy has no task:
+                taking it is all the agent answers). Any process may send or take a copy, so
+                the fan-out's request span has an id every process derives from its message
   a2a.wait      the time a held message waited for a human: from its hold (a child of the
                 held request) to its approval or redirect, with the human's decision
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import os
 import threading
 import time
@@ -63,6 +69,8 @@ _parent: contextvars.ContextVar[SpanContext | None] = contextvars.ContextVar(
 # The trace id the next root span takes: the hub's own, so the dashboard and the collector
 # name a trace alike.
 _trace_id: contextvars.ContextVar[int] = contextvars.ContextVar("a2a_trace_id", default=0)
+# The span id the next span takes (a fan-out's request), else a random one.
+_span_id: contextvars.ContextVar[int] = contextvars.ContextVar("a2a_span_id", default=0)
 
 _lock = threading.Lock()
 _tracer: Tracer | None = None
@@ -91,6 +99,9 @@ def _setup() -> Tracer | None:
         class HubIds(RandomIdGenerator):
             def generate_trace_id(self) -> int:
                 return _trace_id.get() or super().generate_trace_id()
+
+            def generate_span_id(self) -> int:
+                return _span_id.get() or super().generate_span_id()
 
         provider = TracerProvider(
             resource=Resource.create(
@@ -204,8 +215,7 @@ def forward(target: Agent, accepted: Accepted) -> str:
         _trace_id.reset(token)
     _remember(_forwards, accepted.task_id, span)
     _remember(_working, (accepted.trace_id, target.slug), accepted.task_id)
-    ctx = span.get_span_context()
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
+    return traceparent_of(span)
 
 
 def forwarded(task_id: str, *, ok: bool = True, why: str = "") -> None:
@@ -219,6 +229,113 @@ def forwarded(task_id: str, *, ok: bool = True, why: str = "") -> None:
 
             span.set_status(trace.Status(trace.StatusCode.ERROR, why))
         span.end()
+
+
+def fanned_out(
+    *, trace_id: str, message_pk: int, decision: str, reason: str, started: int, retry: bool
+) -> None:
+    """The hub accepted the current call as a fan-out (message `message_pk` of hub trace
+    `trace_id`; `retry`: an earlier copy of it was accepted before): its request and decide
+    spans, `started` being when accepting it began (time.time_ns())."""
+    state = _request.get() if _tracer is not None else None
+    if state is None or state.span is not None:
+        return
+    from opentelemetry import trace
+
+    assert _tracer is not None
+    parent = _remote(state.traceparent)
+    context = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+    attributes = {
+        "a2a.caller": state.caller,
+        "a2a.target": state.target,
+        "a2a.decision": decision,
+        "a2a.reason": reason,
+    }
+    trace_token = _trace_id.set(_hub_trace(trace_id) if not parent else 0)
+    span_token = _span_id.set(0 if retry else _fan_out_span(trace_id, message_pk))
+    try:
+        state.span = _tracer.start_span(
+            "a2a.request",
+            context=context,
+            kind=trace.SpanKind.SERVER,
+            start_time=state.started,
+            attributes=attributes,
+        )
+    finally:
+        _span_id.reset(span_token)
+        _trace_id.reset(trace_token)
+    decide = _tracer.start_span(
+        "a2a.decide",
+        context=trace.set_span_in_context(state.span),
+        start_time=started or state.started,
+        attributes=attributes,
+    )
+    decide.end()
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One recipient's copy of a fan-out, as its forward span names it."""
+
+    trace_id: str
+    message_pk: int
+    caller: str
+    target: str
+    context_id: str
+    decision: str
+    reason: str
+
+
+def copy_forward(copy: Copy, *, start: datetime | None = None) -> Span | None:
+    """The forward of a fan-out copy begins (at `start`, else now): its span, under the
+    fan-out's request (None when tracing is off)."""
+    if not enabled():
+        return None
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    assert _tracer is not None
+    hub_trace = _hub_trace(copy.trace_id)
+    if not hub_trace:
+        return None
+    request = SpanContext(
+        hub_trace,
+        _fan_out_span(copy.trace_id, copy.message_pk),
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return _tracer.start_span(
+        "a2a.forward",
+        context=trace.set_span_in_context(trace.NonRecordingSpan(request)),
+        kind=trace.SpanKind.CLIENT,
+        start_time=_nanoseconds(start) if start is not None else None,
+        attributes={
+            "a2a.caller": copy.caller,
+            "a2a.target": copy.target,
+            "a2a.context_id": copy.context_id,
+            "a2a.decision": copy.decision,
+            "a2a.reason": copy.reason,
+        },
+    )
+
+
+def copy_forwarded(span: Span | None, *, why: str = "") -> None:
+    """The forward of a fan-out copy is over: the agent has it, or (`why`) it failed."""
+    if span is None:
+        return
+    if why:
+        from opentelemetry import trace
+
+        span.set_status(trace.Status(trace.StatusCode.ERROR, why))
+    span.end()
+
+
+def traceparent_of(span: Span | None) -> str:
+    """The W3C traceparent naming `span` ('' for None)."""
+    if span is None:
+        return ""
+    ctx = span.get_span_context()
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
 
 
 def waited(
@@ -281,6 +398,13 @@ def _attributes(accepted: Accepted | None, *, caller: str, target: str, reason: 
 
 def _nanoseconds(moment: datetime) -> int:
     return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+
+
+def _fan_out_span(trace_id: str, message_pk: int) -> int:
+    """The span id of the request that made fan-out message `message_pk`: derived, so that
+    whichever process sends or takes a copy names it alike."""
+    digest = hashlib.blake2b(f"{trace_id}:{message_pk}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest) or 1
 
 
 def _hub_trace(trace_id: str) -> int:

@@ -325,6 +325,7 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
 
 
 async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
+    started = tracing.now()
     try:
         result = await db(
             fanout_accept,
@@ -337,6 +338,14 @@ async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
         )
     except NotFanOut as exc:
         raise UnsupportedOperationError(exc.message) from None
+    tracing.fanned_out(
+        trace_id=result.trace_id,
+        message_pk=result.message_pk,
+        decision="reject" if result.refusal is not None else "deliver",
+        reason=result.refusal.reason if result.refusal is not None else "fan_out",
+        started=started,
+        retry=result.duplicate,
+    )
     if not result.duplicate:
         for entry in result.deliveries:
             metrics.decided(entry["decision"], entry["reason"])

@@ -23,6 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 from google.protobuf.json_format import ParseDict
 
+from a2a_core import tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery.endpoint import AgentRefused, forwarder, traceparent
 from a2a_core.errors import HubError
@@ -46,6 +47,7 @@ class Copy:
     trace_id: str
     # The request's metadata as the caller sent it, the hub's key holding the copy's fields.
     request_metadata: dict[str, Any]
+    traced: tracing.Copy
 
 
 def fanout_claim(limit: int = MAX_PARALLEL) -> list[Copy]:
@@ -86,8 +88,19 @@ def fanout_claim(limit: int = MAX_PARALLEL) -> list[Copy]:
         request_metadata = message.request_metadata
         if HUB_METADATA in request_metadata:
             request_metadata = {**request_metadata, HUB_METADATA: hub}
+        traced = tracing.Copy(
+            trace_id=message.trace_id,
+            message_pk=message.pk,
+            caller=message.sender.slug if message.sender else "",
+            target=d.recipient.slug,
+            context_id=message.context_id,
+            decision=d.decision,
+            reason=d.decision_reason,
+        )
         copies.append(
-            Copy(d.pk, d.attempts + 1, d.recipient, wire, message.trace_id, request_metadata)
+            Copy(
+                d.pk, d.attempts + 1, d.recipient, wire, message.trace_id, request_metadata, traced
+            )
         )
     return copies
 
@@ -108,12 +121,13 @@ def fanout_outcome(*, delivery_id: int, attempt: int, error: str = "", final: bo
 
 async def _send(copy: Copy) -> None:
     error, final = "", False
+    span = tracing.copy_forward(copy.traced)
     try:
         async for _ in forwarder().send(
             copy.recipient,
             ParseDict(copy.message, WireMessage()),
             streaming=False,
-            headers={"traceparent": traceparent(copy.trace_id)},
+            headers={"traceparent": tracing.traceparent_of(span) or traceparent(copy.trace_id)},
             wait_seconds=settings.HUB_FORWARD_TIMEOUT,
             return_immediately=True,
             metadata=copy.request_metadata,
@@ -126,6 +140,7 @@ async def _send(copy: Copy) -> None:
     except Exception as exc:
         log.exception("fan-out copy failed", extra={"delivery_id": copy.delivery_id})
         error = f"the hub could not send it: {exc}"
+    tracing.copy_forwarded(span, why=error)
     await db(
         fanout_outcome, delivery_id=copy.delivery_id, attempt=copy.attempt, error=error, final=final
     )

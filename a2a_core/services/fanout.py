@@ -63,6 +63,9 @@ class FanOutResult:
     refusal: Any = None
     # The messageId of the hub's answer: the same for every retry of the message.
     answer_id: str = ""
+    # The recorded message (0: none was, all refused) and its hub trace.
+    message_pk: int = 0
+    trace_id: str = ""
 
     def summary(self) -> str:
         sent = sum(1 for d in self.deliveries if d["decision"] != Decision.REJECT)
@@ -138,7 +141,14 @@ def _previous(caller: Agent, message_id: str, digest: str) -> FanOutResult | Non
     )
     if row is None:
         return None
-    result = FanOutResult(row.message_id, row.context_id, duplicate=True, answer_id=_answer_id(row))
+    result = FanOutResult(
+        row.message_id,
+        row.context_id,
+        duplicate=True,
+        answer_id=_answer_id(row),
+        message_pk=row.pk,
+        trace_id=row.trace_id,
+    )
     for delivery in row.deliveries.select_related("recipient").order_by("pk"):
         # The answer as first given: each delivery as it was created, not as it is now.
         rejected = delivery.decision == Decision.REJECT
@@ -257,7 +267,14 @@ def fanout_accept(
     if any(d.next_attempt_at is not None for d in deliveries):
         publish_many_on_commit([("outbox", event("outbox.fan_out", message_pk=row.pk))])
     publish_traffic_on_commit([message_item(row, None)], {})
-    result = FanOutResult(message_id, context_id, unknown=unknown, answer_id=_answer_id(row))
+    result = FanOutResult(
+        message_id,
+        context_id,
+        unknown=unknown,
+        answer_id=_answer_id(row),
+        message_pk=row.pk,
+        trace_id=row.trace_id,
+    )
     if not passed and judged:
         result.refusal = judged[0].decision
     for delivery in deliveries:

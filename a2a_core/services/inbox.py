@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from a2a_core import tracing
 from a2a_core.errors import NotFound
 from a2a_core.events import event, publish_many_on_commit
 from a2a_core.models import (
@@ -186,7 +187,29 @@ def inbox_acks(acks: Sequence[tuple[int, Sequence[int]]]) -> list[int | Exceptio
             Message.objects.filter(
                 deliveries__pk__in=fresh, task__isnull=False, delivery_state__in=_OPEN
             ).update(delivery_state=DeliveryState.ACKED)
+    if fresh and tracing.enabled():
+        _trace_fan_out_acks(fresh)
     return results
+
+
+def _trace_fan_out_acks(delivery_ids: set[int]) -> None:
+    """The forward spans of the fan-out copies among `delivery_ids`, just acknowledged: from
+    the queued copy to its ack."""
+    copies = Delivery.objects.filter(pk__in=delivery_ids, task__isnull=True).select_related(
+        "message__sender", "recipient"
+    )
+    for delivery in copies:
+        message = delivery.message
+        copy = tracing.Copy(
+            trace_id=message.trace_id,
+            message_pk=message.pk,
+            caller=message.sender.slug if message.sender else "",
+            target=delivery.recipient.slug,
+            context_id=message.context_id,
+            decision=delivery.decision,
+            reason=delivery.decision_reason,
+        )
+        tracing.copy_forwarded(tracing.copy_forward(copy, start=delivery.created_at))
 
 
 def inbox_ack(*, agent_id: int, delivery_ids: Sequence[int]) -> int:

@@ -20,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from a2a_core import events, runtime
 from a2a_core.asyncdb import db
 from a2a_core.models import Escalation
+from a2a_core.schemas.envelopes import ENVELOPE_EXTENSION, ENVELOPE_MEDIA_TYPE
 from a2a_core.services.escalations import escalation_approve
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.inbox.helpers import Inbox
@@ -305,6 +306,63 @@ async def test_the_forward_to_an_inbox_agent_lasts_until_its_report_ends_the_tas
         "a2a.context_id": answered["contextId"],
         "a2a.decision": "deliver",
     }
+
+
+async def test_each_copy_of_a_broadcast_is_a_forward_under_its_request(idle_hub, receiver):
+    hub = idle_hub
+    worker = Worker(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="50").wait()
+    try:
+        alpha = await start_agent(hub, "alpha", worker.url)
+        _, duc_token = await hub.caller("duc", inbox=True)
+        _, token = await hub.caller("director")
+        inbox = await Inbox.open(worker.url, "duc", duc_token)
+        envelope = {
+            "kind": "broadcast",
+            "payload": {"scope": "all", "topic": "freeze", "message": "code freeze at 5pm"},
+        }
+        arguments = send_message(token, "", message_id="broadcast-1")
+        arguments["json"]["params"]["message"].update(
+            parts=[{"data": envelope, "mediaType": ENVELOPE_MEDIA_TYPE}],
+            extensions=[ENVELOPE_EXTENSION],
+        )
+        async with httpx.AsyncClient(base_url=worker.url, timeout=30) as http:
+            answered = (await http.post("/a2a/", **arguments)).json()
+        assert "sent to 2 of 2 agents" in answered["result"]["message"]["parts"][0]["text"]
+        delivery = await inbox.next_of("delivery")
+        await inbox.send({"type": "ack", "deliveryId": delivery["deliveryId"]})
+        await inbox.close()
+
+        def forwards() -> dict[str, dict[str, Any]]:
+            return {
+                s["attributes"]["a2a.target"]: s
+                for s in receiver.spans
+                if s["name"] == "a2a.forward"
+            }
+
+        async def exported() -> bool:
+            return bool(alpha.state.messages) and set(forwards()) == {"alpha", "duc"}
+
+        await eventually(exported, within=15)
+    finally:
+        worker.stop()
+
+    [request] = [s for s in receiver.spans if s["name"] == "a2a.request"]
+    assert request["parent"] == CALLER_SPAN
+    assert (request["attributes"]["a2a.decision"], request["attributes"]["a2a.reason"]) == (
+        "deliver",
+        "fan_out",
+    )
+    for target, forward in forwards().items():
+        assert (forward["trace"], forward["parent"]) == (CALLER_TRACE, request["id"]), target
+        assert {
+            key: forward["attributes"][key]
+            for key in ("a2a.caller", "a2a.context_id", "a2a.decision")
+        } == {
+            "a2a.caller": "director",
+            "a2a.context_id": delivery["contextId"],
+            "a2a.decision": "deliver",
+        }, target
+        assert request["start"] <= forward["start"] <= forward["end"], target
 
 
 def test_without_an_endpoint_tracing_is_off_and_loads_nothing():
