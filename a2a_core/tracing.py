@@ -207,7 +207,7 @@ def forward(target: Agent, accepted: Accepted) -> str:
             kind=trace.SpanKind.CLIENT,
             attributes=_attributes(
                 accepted,
-                caller=state.caller if state else "",
+                caller=state.caller if state else str(accepted.hub_fields.get("caller", "")),
                 target=target.slug,
             ),
         )

@@ -230,6 +230,7 @@ async def test_a_held_message_s_wait_for_a_human_is_a_span_between_its_hold_and_
     assert request["start"] <= wait["start"] <= min(request["end"], before_approval)
     assert before_approval <= wait["end"] <= after_approval <= forward["start"]
     assert request["attributes"]["a2a.decision"] == "hold"
+    assert forward["attributes"]["a2a.caller"] == "director"
     assert {
         key: wait["attributes"][key]
         for key in ("a2a.caller", "a2a.target", "a2a.task_id", "a2a.decision", "a2a.reason")
