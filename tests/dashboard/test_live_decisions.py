@@ -29,7 +29,9 @@ def decision_cell(page: str, message_pk: int) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).strip()
 
 
-async def test_an_open_feed_shows_a_held_messages_approval_as_a_reload_does(hub, sdk):
+@pytest.fixture
+async def held(hub, sdk) -> tuple[Escalation, str]:
+    """A message alpha -> echo held for approval, and the session of a viewer."""
     await db(
         policy_publish,
         document={"matrix": [{"caller": "alpha", "target": "echo", "action": "approve"}]},
@@ -40,10 +42,13 @@ async def test_an_open_feed_shows_a_held_messages_approval_as_a_reload_does(hub,
     _, token = await hub.caller("alpha")
     task = await send(await sdk("echo", token), request("echo please"))
     escalation = await db(Escalation.objects.select_related("message").get, task_id=task.id)
-    pk = escalation.message.pk
     await db(user_create, username="vera", password=PASSWORD, role="viewer")
-    cookie = await session_cookie(hub.url, "vera")
+    return escalation, await session_cookie(hub.url, "vera")
 
+
+async def test_an_open_feed_shows_a_held_messages_approval_as_a_reload_does(hub, held):
+    escalation, cookie = held
+    pk = escalation.message.pk
     async with websockets.connect(
         socket_url(hub.url), origin=hub.url, additional_headers={"Cookie": cookie}
     ) as socket:
@@ -63,3 +68,27 @@ async def test_an_open_feed_shows_a_held_messages_approval_as_a_reload_does(hub,
     live = decision_cell(frame, pk)
     assert live.startswith("Delivered") and "approved by operator" in live
     assert live == decision_cell(reloaded, pk)
+
+
+async def test_a_feed_of_held_messages_drops_the_row_once_a_human_approves_it(hub, held):
+    escalation, cookie = held
+    row = f'data-message="{escalation.message.pk}"'
+    async with httpx.AsyncClient(base_url=hub.url, headers={"Cookie": cookie}) as http:
+        assert row in (await http.get("/traffic/?decision=hold")).text
+
+        async with websockets.connect(
+            socket_url(hub.url) + "&decision=hold",
+            origin=hub.url,
+            additional_headers={"Cookie": cookie},
+        ) as socket:
+            await db(escalation_approve, escalation_id=escalation.pk, actor_label="operator")
+
+            async def feed_drawn_anew() -> str:
+                while 'id="feed-rows"' not in (frame := str(await socket.recv())):
+                    pass
+                return frame
+
+            frame = await asyncio.wait_for(feed_drawn_anew(), 20)
+
+        assert row not in frame
+        assert row not in (await http.get("/traffic/?decision=hold")).text
