@@ -99,8 +99,8 @@ class Update:
     task_states: dict[str, str] = field(default_factory=dict)
     # message pk -> the latency of a request answered since its row was drawn
     latencies: dict[int, str] = field(default_factory=dict)
-    # message pk -> the decision of a held message a human decided on since its row was
-    # drawn, updated in place (its row stays where it is, as a reload shows it)
+    # message pk -> the decision of a held message a human decided on, for a row already
+    # drawn: updated in place (the row stays where it is, as a reload shows it)
     decisions: dict[int, str] = field(default_factory=dict)
     policy: str | None = None
     # page -> html: what the ticker renders for pages that show numbers
@@ -243,7 +243,7 @@ def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
             )
     if message_items:
         drawn = _messages(list(message_items.values()))
-        update.rows.extend(feed_row(m) for m in reversed(drawn) if m.pk not in decided)
+        update.rows.extend(feed_row(m) for m in reversed(drawn))
         update.decisions = {
             m.pk: render_to_string("dashboard/traffic.html#decision", {"m": m, "oob": True})
             for m in drawn

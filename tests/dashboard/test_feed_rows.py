@@ -229,3 +229,27 @@ def test_a_held_messages_row_shows_the_humans_decision_live_as_a_reload_shows_it
     # Updated in place: no second row for the message.
     assert f'data-message="{message.pk}"' not in frame
     assert f'hx-swap-oob="outerHTML:.task-state-{message.task_id}">working</span>' in frame
+
+
+def test_a_message_held_and_approved_within_one_flush_gets_its_row_with_the_decision(
+    django_capture_on_commit_callbacks,
+):
+    escalation = held_escalation("ship it?")
+    message = escalation.message
+    assert message is not None
+    held = message_item(message, escalation.task)
+    page = open_page("traffic")  # opened before the message was held: no row for it yet
+
+    events: list = []
+    add_local_listener(listen := lambda group, payload: events.append((group, payload)))
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            escalation_approve(escalation_id=escalation.pk, actor_label="operator")
+    finally:
+        remove_local_listener(listen)
+    frame = page.frame(render_update(traffic(held) + [e for e in events if e[0] == "traffic"]))
+
+    assert frame.count(f'data-message="{message.pk}"') == 1
+    assert _decision_cell(frame, message.pk) == _decision_cell(
+        drawn_from_database(message), message.pk
+    )
