@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from a2a_core.models import Agent
+from a2a_core.schemas.events import AgentChanged, parse_event
 from a2a_core.tokens import token_hash
 
 TTL = 5.0
@@ -91,5 +92,5 @@ def clear() -> None:
 
 def on_event(group: str, payload: dict[str, Any]) -> None:
     """Event listener: forget an agent whenever something about it changed."""
-    if str(payload.get("event", "")).startswith("agent.") and group == "agents":
-        forget(agent_id=payload.get("agent_id"), slug=payload.get("slug"))
+    if group == "agents" and isinstance(event := parse_event(payload), AgentChanged):
+        forget(agent_id=event.agent_id, slug=event.slug)

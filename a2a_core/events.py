@@ -2,9 +2,10 @@
 
 Groups: `traffic` (one event per commit listing every message and task change in it),
 `task.<id>` (a wake-up for streams following that task), `agents` and `agent.<id>` (an
-agent's registration or status changed), `escalations`, `policy`, `inbox.<agent id>`. An event
-is a dict of ids and plain fields — never a model instance — so the Redis layer can carry it
-between processes.
+agent's registration or status changed), `escalations`, `policy`, `outbox`, `inbox.<agent id>`.
+Each event is one of the models of `a2a_core.schemas.events`; the layer carries it as a dict of
+ids and plain fields (`wire`) so the Redis layer can carry it between processes, and whoever
+receives one reads it back with `parse_event`.
 
 Services call `publish_on_commit`. Inside a server process the events are handed to one
 publisher task on the server's event loop, which sends them in the order they were committed;
@@ -23,22 +24,28 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 from a2a_core.logging import get_logger
+from a2a_core.schemas.events import (
+    AgentTraffic,
+    Event,
+    MessageItem,
+    TaskChanged,
+    TaskItem,
+    Traffic,
+    TrafficItem,
+    wire,
+)
 
 log = get_logger("events")
 
-Event = dict[str, Any]
-EVENT_TYPE = "hub.event"
+# An event as the channel layer carries it.
+Wire = dict[str, Any]
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _queue: asyncio.Queue[list[tuple[str, Event]]] | None = None
 _publisher: asyncio.Task[None] | None = None
 # In-process listeners (e.g. the dashboard's traffic relay) see every event once per process.
-_local_listeners: list[Callable[[str, Event], None]] = []
-
-
-def event(name: str, **fields: Any) -> Event:
-    return {"type": EVENT_TYPE, "event": name, **fields}
+_local_listeners: list[Callable[[str, Wire], None]] = []
 
 
 async def bind_to_running_loop() -> None:
@@ -68,9 +75,13 @@ async def _publish_forever(queue: asyncio.Queue[list[tuple[str, Event]]]) -> Non
     in_memory = isinstance(layer, InMemoryChannelLayer)
     while True:
         batch = await queue.get()
-        for group, payload in batch:
+        for group, event in batch:
+            unheard = layer is None or (in_memory and not layer.groups.get(group))
+            if unheard and not _local_listeners:
+                continue  # not even turned into a dict
+            payload = wire(event)
             _notify_local(group, payload)
-            if layer is None or (in_memory and not layer.groups.get(group)):
+            if unheard:
                 continue
             try:
                 await layer.group_send(group, payload)
@@ -78,7 +89,7 @@ async def _publish_forever(queue: asyncio.Queue[list[tuple[str, Event]]]) -> Non
                 log.exception("could not publish event", extra={"group": group})
 
 
-def _notify_local(group: str, payload: Event) -> None:
+def _notify_local(group: str, payload: Wire) -> None:
     for listener in list(_local_listeners):
         try:
             listener(group, payload)
@@ -86,21 +97,22 @@ def _notify_local(group: str, payload: Event) -> None:
             log.exception("event listener failed")
 
 
-def add_local_listener(listener: Callable[[str, Event], None]) -> None:
+def add_local_listener(listener: Callable[[str, Wire], None]) -> None:
     _local_listeners.append(listener)
 
 
-def remove_local_listener(listener: Callable[[str, Event], None]) -> None:
+def remove_local_listener(listener: Callable[[str, Wire], None]) -> None:
     if listener in _local_listeners:
         _local_listeners.remove(listener)
 
 
-def publish_many(items: list[tuple[str, Event]]) -> None:
+def publish_many(events: list[tuple[str, Event]]) -> None:
     """Send events now, in order. Safe from any thread; events from one thread keep their order."""
     loop, queue = _loop, _queue
     if loop is not None and queue is not None and not loop.is_closed():
-        loop.call_soon_threadsafe(queue.put_nowait, items)
+        loop.call_soon_threadsafe(queue.put_nowait, events)
         return
+    items = [(group, wire(payload)) for group, payload in events]
     for group, payload in items:
         _notify_local(group, payload)
     layer = get_channel_layer()
@@ -137,10 +149,7 @@ def publish_many_on_commit(items: list[tuple[str, Event]]) -> None:
     transaction.on_commit(lambda: publish_many(items), robust=True)
 
 
-_AGENT_KEYS = ("sender_id", "target_id", "caller_id")
-
-
-def publish_traffic_on_commit(items: list[dict[str, Any]], tasks: dict[str, int]) -> None:
+def publish_traffic_on_commit(items: list[TrafficItem], tasks: dict[str, int]) -> None:
     """After commit: one `traffic` event carrying `items`; on `agent.<id>`, one event per agent
     involved carrying its items; and a wake-up on `task.<id>` for each changed task with its
     latest event sequence number."""
@@ -148,18 +157,27 @@ def publish_traffic_on_commit(items: list[dict[str, Any]], tasks: dict[str, int]
         return
     batch: list[tuple[str, Event]] = []
     if items:
-        batch.append(("traffic", event("traffic", items=items)))
-        by_agent: dict[int, list[dict[str, Any]]] = {}
+        batch.append(("traffic", Traffic(items=items)))
+        by_agent: dict[int, list[TrafficItem]] = {}
         for item in items:
-            agent_ids = {item[key] for key in _AGENT_KEYS if item.get(key) is not None}
-            for agent_id in agent_ids:
+            for agent_id in _agents_of(item):
                 by_agent.setdefault(agent_id, []).append(item)
         batch.extend(
-            (f"agent.{agent_id}", event("agent.traffic", agent_id=agent_id, items=agent_items))
+            (f"agent.{agent_id}", AgentTraffic(agent_id=agent_id, items=agent_items))
             for agent_id, agent_items in by_agent.items()
         )
     batch.extend(
-        (f"task.{task_id}", event("task.changed", task_id=task_id, seq=seq))
-        for task_id, seq in tasks.items()
+        (f"task.{task_id}", TaskChanged(task_id=task_id, seq=seq)) for task_id, seq in tasks.items()
     )
     publish_many_on_commit(batch)
+
+
+def _agents_of(item: TrafficItem) -> set[int]:
+    ids: tuple[int | None, ...]
+    if isinstance(item, MessageItem):
+        ids = (item.sender_id, item.target_id)
+    elif isinstance(item, TaskItem):
+        ids = (item.caller_id, item.target_id)
+    else:
+        ids = ()
+    return {pk for pk in ids if pk is not None}

@@ -30,6 +30,14 @@ from channels.layers import get_channel_layer
 from a2a_core import agent_cache
 from a2a_core.asyncdb import db
 from a2a_core.logging import get_logger
+from a2a_core.schemas.events import (
+    AgentChanged,
+    FanOutQueued,
+    NotifyQueued,
+    OutboxQueued,
+    PolicyActivated,
+    parse_event,
+)
 
 if TYPE_CHECKING:
     from a2a_core.sqlite.base import Checkpointer
@@ -60,21 +68,19 @@ async def _bus() -> None:
         await layer.group_add(group, channel)
     try:
         while True:
-            message: dict[str, Any] = await layer.receive(channel)
-            name = str(message.get("event", ""))
-            if name.startswith("policy."):
+            event = parse_event(await layer.receive(channel))
+            if isinstance(event, PolicyActivated):
                 from a2a_core.services.policy import invalidate
 
                 invalidate()
-            elif name.startswith("agent."):
-                agent_id = message.get("agent_id")
-                agent_cache.forget(agent_id=agent_id, slug=message.get("slug"))
-                suspended = name == "agent.status" and message.get("status") == "suspended"
-                if (name in ACCESS_EVENTS or suspended) and isinstance(agent_id, int):
-                    _spawn(_end_revoked_sessions([agent_id]))
-            elif name.startswith("outbox.") and _outbox_wake is not None:
+            elif isinstance(event, AgentChanged):
+                agent_cache.forget(agent_id=event.agent_id, slug=event.slug)
+                suspended = event.event == "agent.status" and event.status == "suspended"
+                if event.event in ACCESS_EVENTS or suspended:
+                    _spawn(_end_revoked_sessions([event.agent_id]))
+            elif isinstance(event, OutboxQueued | FanOutQueued) and _outbox_wake is not None:
                 _outbox_wake.set()
-            elif name.startswith("notify.") and _notify_wake is not None:
+            elif isinstance(event, NotifyQueued) and _notify_wake is not None:
                 _notify_wake.set()
     finally:
         for group in GROUPS:

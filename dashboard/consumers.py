@@ -23,9 +23,9 @@ from urllib.parse import parse_qs
 from django.template.loader import render_to_string
 
 from a2a_core.asyncdb import db
-from a2a_core.models import Agent, Message
+from a2a_core.models import Agent
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
-from a2a_core.selectors.traffic import TrafficFilter, traffic_recent
+from a2a_core.selectors.traffic import FeedRow, TrafficFilter, traffic_recent
 from a2a_core.sockets import Consumer
 from dashboard import live
 from dashboard.roles import role_of
@@ -83,10 +83,10 @@ def feed_shown(filters: TrafficFilter) -> Shown:
     return _shown(traffic_recent(filters=filters, limit=100))
 
 
-def _shown(rows: list[Message]) -> Shown:
+def _shown(rows: list[FeedRow]) -> Shown:
     shown = Shown()
-    for message in reversed(rows):  # newest first: the oldest is added first
-        shown.add(message.pk, message.task_id or "")
+    for row in reversed(rows):  # newest first: the oldest is added first
+        shown.add(row.pk, row.task_id)
     return shown
 
 

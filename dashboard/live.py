@@ -21,25 +21,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
-from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connection, connections
 from django.template.loader import render_to_string
 
 from a2a_core.logging import get_logger
-from a2a_core.models import (
-    Agent,
-    Message,
-    Task,
+from a2a_core.models import Agent
+from a2a_core.schemas.events import (
+    AgentChanged,
+    AnsweredItem,
+    EscalationChanged,
+    MessageItem,
+    PolicyActivated,
+    Traffic,
+    parse_event,
 )
 from a2a_core.selectors.escalations import escalation_counts
-from a2a_core.selectors.traffic import TrafficFilter, messages_by_pk
+from a2a_core.selectors.traffic import FeedRow, TrafficFilter, feed_rows_by_pk
 
 log = get_logger("dashboard.live")
 
@@ -119,20 +123,19 @@ class Viewer(Protocol):
 # --- rendering (the relay's thread) ----------------------------------------------------------
 
 
-def feed_row(message: Message) -> Row:
-    task = message.task
+def feed_row(row: FeedRow) -> Row:
     return Row(
-        html=render_to_string("dashboard/traffic.html#row", {"m": message}),
-        message_pk=message.pk,
-        kind=message.kind,
-        decision=message.decision,
-        agent_ids=frozenset(pk for pk in (message.sender_id, message.target_id) if pk),
-        task_id=task.pk if task else "",
-        sender=message.sender.slug if message.sender else "",
-        target=message.target.slug if message.target else "",
-        state=task.state if task else "",
-        summary=message.summary,
-        created_at=message.created_at,
+        html=render_to_string("dashboard/traffic.html#row", {"m": row}),
+        message_pk=row.pk,
+        kind=row.kind,
+        decision=row.decision,
+        agent_ids=frozenset(pk for pk in (row.sender_id, row.target_id) if pk),
+        task_id=row.task_id,
+        sender=row.sender,
+        target=row.target,
+        state=row.task_state,
+        summary=row.summary,
+        created_at=row.created_at,
     )
 
 
@@ -146,108 +149,68 @@ def forget_agents() -> None:
     _slugs.clear()
 
 
-def _agents(ids: set[int | None]) -> dict[int, Agent]:
-    """Agents (pk and slug only) by id, read from the database only the first time."""
-    missing = {pk for pk in ids if pk is not None and pk not in _slugs}
-    if missing:
+def _learn_slugs(items: Iterable[MessageItem]) -> None:
+    """Read the slugs of the agents these items name, the first time only."""
+    ids = {
+        pk
+        for item in items
+        if item.row is not None
+        for pk in (item.sender_id, item.target_id, item.row.redirected_to_id)
+        if pk is not None
+    }
+    if missing := ids - _slugs.keys():
         _slugs.update(Agent.objects.filter(pk__in=missing).values_list("pk", "slug"))
-    return {pk: Agent(pk=pk, slug=_slugs[pk]) for pk in ids if pk is not None and pk in _slugs}
 
 
-def _drawn[T](
-    items: list[dict[str, Any]],
-    key: str,
-    agent_keys: tuple[str, ...],
-    draw: Callable[[dict[str, Any], dict[int, Agent]], T],
-    read: Callable[[list[Any]], dict[Any, T]],
-) -> list[T]:
-    """What `items` show, in order: drawn from what each event carries, read from the database
-    (by `item[key]`) only for an item that carries too little."""
-    unread = [item[key] for item in items if "row" not in item]
-    found = read(unread) if unread else {}
-    carried = [item for item in items if "row" in item]
-    agents = _agents(
-        {item.get(name, item["row"].get(name)) for item in carried for name in agent_keys}
-    )
-    shown = (draw(item, agents) if "row" in item else found.get(item[key]) for item in items)
-    return [row for row in shown if row is not None]
+def _feed_rows(items: list[MessageItem]) -> list[FeedRow]:
+    """The rows `items` show, in order: drawn from what each item carries, read from the
+    database only for an item that carries too little."""
+    _learn_slugs(items)
+    drawn = {item.message_pk: FeedRow.of_item(item, _slugs) for item in items}
+    unread = [pk for pk, row in drawn.items() if row is None]
+    if unread:
+        drawn.update(feed_rows_by_pk(unread))
+    return [row for row in drawn.values() if row is not None]
 
 
-def _messages(items: list[dict[str, Any]]) -> list[Message]:
-    return _drawn(
-        items,
-        "message_pk",
-        ("sender_id", "target_id", "redirected_to_id"),
-        _message_from,
-        lambda pks: {m.pk: m for m in messages_by_pk(pks)},
-    )
-
-
-def _message_from(item: dict[str, Any], agents: dict[int, Agent]) -> Message:
-    row = item["row"]
-    message = Message(
-        pk=item["message_pk"],
-        kind=item["kind"],
-        direction=item["direction"],
-        decision=item["decision"],
-        decision_reason=item["reason"],
-        decision_detail=row["detail"],
-        decision_latency_us=row["decision_latency_us"],
-        latency_ms=row["latency_ms"],
-        summary=row["summary"],
-        recipients=[None] * row["recipients"],
-        created_at=datetime.fromisoformat(row["created_at"]),
-        trace_id=row.get("trace_id", ""),
-        hop=row.get("hop", 1),
-    )
-    message.sender = agents.get(item["sender_id"])
-    message.target = agents.get(item["target_id"])
-    message.redirected_to = agents.get(row["redirected_to_id"])
-    if row["author"]:
-        message.author = get_user_model()(username=row["author"])
-    if item["task_id"]:
-        message.task = Task(pk=item["task_id"], state=item["state"])
-    return message
-
-
-def render_update(events: list[tuple[str, dict[str, Any]]]) -> Update:
-    """Render what a batch of events changed (sync: on the relay's thread)."""
+def render_update(messages: Iterable[dict[str, Any]]) -> Update:
+    """Render what a batch of channel-layer messages changed (sync: on the relay's thread)."""
     update = Update()
     # A message published twice (a retried commit, a reply recorded with its task's
     # status) is one row, drawn from its latest item.
-    message_items: dict[int, dict[str, Any]] = {}
+    message_items: dict[int, MessageItem] = {}
     decided: set[int] = set()
     states: dict[str, str] = {}
     latencies: dict[int, int] = {}
     agent_ids: set[int] = set()
-    for group, payload in events:
-        if group == "traffic":
-            for item in payload.get("items", []):
-                if item.get("type") == "message" and item.get("message_pk"):
-                    message_items[int(item["message_pk"])] = item
-                    if item.get("decided"):
-                        decided.add(int(item["message_pk"]))
-                elif item.get("type") == "answered" and item.get("message_pk"):
-                    latencies[int(item["message_pk"])] = int(item["latency_ms"])
-                elif item.get("type") == "task":
-                    update.tasks.add(item["task_id"])
-                    update.chains.add(str(item.get("root_id") or item["task_id"]))
-                    states[item["task_id"]] = str(item.get("state", ""))
-        elif group == "escalations":
-            update.escalations.add(int(payload.get("escalation_id") or 0))
-        elif group == "agents" and payload.get("agent_id"):
-            agent_ids.add(int(payload["agent_id"]))
-        elif group == "policy":
+    for event in filter(None, map(parse_event, messages)):
+        if isinstance(event, Traffic):
+            for item in event.items:
+                if isinstance(item, MessageItem):
+                    message_items[item.message_pk] = item
+                    if item.decided:
+                        decided.add(item.message_pk)
+                elif isinstance(item, AnsweredItem):
+                    latencies[item.message_pk] = item.latency_ms
+                else:
+                    update.tasks.add(item.task_id)
+                    update.chains.add(item.root_id or item.task_id)
+                    states[item.task_id] = item.state
+        elif isinstance(event, EscalationChanged):
+            update.escalations.add(event.escalation_id)
+        elif isinstance(event, AgentChanged):
+            agent_ids.add(event.agent_id)
+        elif isinstance(event, PolicyActivated):
             update.policy = render_to_string(
-                "dashboard/base_fragments.html#policy-banner", {"number": payload.get("number")}
+                "dashboard/base_fragments.html#policy-banner", {"number": event.number}
             )
     if message_items:
-        drawn = _messages(list(message_items.values()))
-        update.rows.extend(feed_row(m) for m in reversed(drawn))
+        drawn = _feed_rows(list(message_items.values()))
+        update.rows.extend(feed_row(row) for row in reversed(drawn))
         update.decisions = {
-            m.pk: render_to_string("dashboard/traffic.html#decision", {"m": m, "oob": True})
-            for m in drawn
-            if m.pk in decided
+            row.pk: render_to_string("dashboard/traffic.html#decision", {"m": row, "oob": True})
+            for row in drawn
+            if row.pk in decided
         }
     update.task_states = {
         pk: render_to_string(
@@ -301,7 +264,7 @@ def _read[R](fn: Callable[[], R]) -> R:
 class Relay:
     def __init__(self) -> None:
         self.viewers: set[Viewer] = set()
-        self.pending: list[tuple[str, dict[str, Any]]] = []
+        self.pending: list[dict[str, Any]] = []
         self.kick = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
         # page -> a sync function rendering that page's numbers (see `ticker`)
@@ -329,8 +292,8 @@ class Relay:
             await layer.group_add(group, channel)
         while True:
             message = await layer.receive(channel)
-            group = _group_of(message)
-            self.pending.append((group, message))
+            # Read on the relay's thread (`render_update`), off the event loop.
+            self.pending.append(message)
             self.kick.set()
 
     async def _flush(self) -> None:
@@ -388,19 +351,6 @@ class Relay:
 
     def _render_ticks(self, pages: set[str]) -> dict[str, str]:
         return {page: self.tickers[page]() for page in pages}
-
-
-def _group_of(message: dict[str, Any]) -> str:
-    name = str(message.get("event", ""))
-    if name == "traffic":
-        return "traffic"
-    if name.startswith("escalation"):
-        return "escalations"
-    if name.startswith("agent"):
-        return "agents"
-    if name.startswith("policy"):
-        return "policy"
-    return ""
 
 
 _relays: dict[asyncio.AbstractEventLoop, Relay] = {}

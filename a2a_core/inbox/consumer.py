@@ -31,6 +31,7 @@ from a2a_core.inbox.access import Session, inbox_agent, session_close, session_o
 from a2a_core.inbox.protocol import Ack, ArtifactChunk, Status, apply, error_frame, parse, ref_of
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent, Transport
+from a2a_core.schemas.events import InboxCanceled, InboxWake, parse_event
 from a2a_core.services.inbox import (
     Claim,
     inbox_acks,
@@ -192,11 +193,11 @@ class InboxConsumer(Consumer):
 
     async def hub_event(self, message: dict[str, Any]) -> None:
         """An event on the agent's group: new deliveries, or a task it works on canceled."""
-        name = message.get("event")
-        if name == "inbox.wake":
+        event = parse_event(message)
+        if isinstance(event, InboxWake):
             self.wake.set()
-        elif name == "inbox.canceled":
-            await self._send({"type": "canceled", "taskId": message.get("task_id")})
+        elif isinstance(event, InboxCanceled):
+            await self._send({"type": "canceled", "taskId": event.task_id})
 
     async def _send(self, frame: dict[str, Any]) -> None:
         if self.closed:

@@ -10,7 +10,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from a2a_core.models import Message
+from a2a_core.models import Decision, Message
+from a2a_core.schemas.events import MessageItem
 
 
 @dataclass(frozen=True)
@@ -121,13 +122,124 @@ def message_rows() -> QuerySet[Message]:
     return Message.objects.select_related(*ROW_RELATIONS).only(*ROW_FIELDS)
 
 
+_DECISIONS = dict(Decision.choices)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedRow:
+    """A message as a row of the live feed shows it (templates/dashboard/traffic.html#row),
+    and what the feed's filters look at. Drawn alike from the database (`of_message`, a page's
+    first render) and from a `traffic` event (`of_item`, the live relay), so that a row that
+    arrived live is the row a reload shows."""
+
+    pk: int
+    created_at: datetime
+    kind: str
+    direction: str
+    decision: str
+    decision_reason: str
+    decision_detail: str
+    decision_latency_us: int | None
+    latency_ms: int | None
+    summary: str
+    # Agents by slug ("" when none), the human author by username.
+    sender: str
+    target: str
+    redirected_to: str
+    author: str
+    sender_id: int | None
+    target_id: int | None
+    recipients: int
+    task_id: str
+    task_state: str
+    trace_id: str
+    hop: int
+
+    @property
+    def decision_display(self) -> str:
+        return str(_DECISIONS.get(self.decision, self.decision))
+
+    @property
+    def task(self) -> dict[str, str] | None:
+        """What the task-state badge draws."""
+        return {"pk": self.task_id, "state": self.task_state} if self.task_id else None
+
+    @classmethod
+    def of_message(cls, message: Message) -> FeedRow:
+        """The row of a message read with `message_rows`."""
+        task = message.task
+        return cls(
+            pk=message.pk,
+            created_at=message.created_at,
+            kind=message.kind,
+            direction=message.direction,
+            decision=message.decision,
+            decision_reason=message.decision_reason,
+            decision_detail=message.decision_detail,
+            decision_latency_us=message.decision_latency_us,
+            latency_ms=message.latency_ms,
+            summary=message.summary,
+            sender=message.sender.slug if message.sender else "",
+            target=message.target.slug if message.target else "",
+            redirected_to=message.redirected_to.slug if message.redirected_to else "",
+            author=message.author.get_username() if message.author else "",
+            sender_id=message.sender_id,
+            target_id=message.target_id,
+            recipients=len(message.recipients or ()),
+            task_id=task.pk if task else "",
+            task_state=task.state if task else "",
+            trace_id=message.trace_id,
+            hop=message.hop,
+        )
+
+    @classmethod
+    def of_item(cls, item: MessageItem, slugs: Mapping[int, str]) -> FeedRow | None:
+        """The row of a message from its `traffic` item, agents named from `slugs`; None when
+        the item does not carry its row."""
+        row = item.row
+        if row is None:
+            return None
+
+        def slug(pk: int | None) -> str:
+            return slugs.get(pk, "") if pk is not None else ""
+
+        return cls(
+            pk=item.message_pk,
+            created_at=datetime.fromisoformat(row.created_at),
+            kind=item.kind,
+            direction=item.direction,
+            decision=item.decision,
+            decision_reason=item.reason,
+            decision_detail=row.detail,
+            decision_latency_us=row.decision_latency_us,
+            latency_ms=row.latency_ms,
+            summary=row.summary,
+            sender=slug(item.sender_id),
+            target=slug(item.target_id),
+            redirected_to=slug(row.redirected_to_id),
+            author=row.author or "",
+            sender_id=item.sender_id,
+            target_id=item.target_id,
+            recipients=row.recipients,
+            task_id=item.task_id or "",
+            task_state=item.state if item.task_id else "",
+            trace_id=row.trace_id,
+            hop=row.hop,
+        )
+
+
 def messages_by_pk(pks: Sequence[int]) -> list[Message]:
     """Messages in the order of `pks`."""
     found = message_rows().in_bulk(list(pks))
     return [found[pk] for pk in pks if pk in found]
 
 
-def traffic_recent(*, filters: TrafficFilter, limit: int = 100) -> list[Message]:
+def feed_rows_by_pk(pks: Sequence[int]) -> dict[int, FeedRow]:
+    """The feed rows of these messages, by pk."""
+    return {m.pk: FeedRow.of_message(m) for m in messages_by_pk(pks)}
+
+
+def traffic_recent(*, filters: TrafficFilter, limit: int = 100) -> list[FeedRow]:
     """The newest messages the filters let through, newest first."""
     rows = message_rows().order_by("-created_at", "-id")
     if filters.agent:
@@ -148,4 +260,4 @@ def traffic_recent(*, filters: TrafficFilter, limit: int = 100) -> list[Message]
         rows = rows.filter(created_at__gte=filters.since)
     if filters.until is not None:
         rows = rows.filter(created_at__lte=filters.until)
-    return list(rows[:limit])
+    return [FeedRow.of_message(m) for m in rows[:limit]]

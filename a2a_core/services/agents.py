@@ -17,7 +17,7 @@ from django.utils.text import slugify
 
 from a2a_core import agent_cache
 from a2a_core.errors import Conflict, FieldProblem, ValidationFailed
-from a2a_core.events import event, publish_many_on_commit
+from a2a_core.events import publish_many_on_commit
 from a2a_core.models import (
     DEFAULT_SCOPES,
     Agent,
@@ -29,6 +29,7 @@ from a2a_core.models import (
     SkillTag,
 )
 from a2a_core.schemas.card import SUPPORTED_BINDINGS, CheckedCard, check_card
+from a2a_core.schemas.events import AgentChange, AgentChanged, Event
 from a2a_core.services.audit import audit_record
 from a2a_core.services.card_signatures import card_signatures_check
 from a2a_core.tokens import new_token, token_hash, token_prefix
@@ -131,12 +132,12 @@ def _issue_token(agent: Agent) -> str:
     return token
 
 
-def _agent_event(name: str, agent: Agent) -> list[tuple[str, dict[str, Any]]]:
+def _agent_event(name: AgentChange, agent: Agent) -> list[tuple[str, Event]]:
     """The events announcing a change to an agent. This process forgets its cached copy at
     commit; other processes when the event reaches them."""
     agent_id, slug = agent.pk, agent.slug
     transaction.on_commit(lambda: agent_cache.forget(agent_id=agent_id, slug=slug))
-    payload = event(name, agent_id=agent_id, slug=slug, status=agent.status)
+    payload = AgentChanged(event=name, agent_id=agent_id, slug=slug, status=agent.status)
     return [(f"agent.{agent_id}", payload), ("agents", payload)]
 
 

@@ -14,6 +14,7 @@ from a2a_core.schemas.envelopes import (
     envelope_summary,
     parse_envelope,
 )
+from a2a_core.schemas.events import MessageItem, MessageRow
 from a2a_core.services.rows import new_row
 
 log = get_logger("classify")
@@ -102,35 +103,35 @@ def message_row(
     )
 
 
-def message_item(message: Message, task: Task | None) -> dict[str, Any]:
+def message_item(message: Message, task: Task | None) -> MessageItem:
     """A message as the `traffic` event lists it (plain fields only), with what its row in the
     live feed shows under `row` — so that the feed's relays draw it without reading it back.
     Agents are named by id (the relays know their slugs); `row` is left out when the message's
     human author is not at hand (the relay then reads the message)."""
-    item = {
-        "type": "message",
-        "message_pk": message.pk,
-        "kind": message.kind,
-        "direction": message.direction,
-        "sender_id": message.sender_id,
-        "target_id": message.target_id,
-        "decision": message.decision,
-        "reason": message.decision_reason,
-        "task_id": task.pk if task else message.task_id,
-        "state": task.state if task else "",
-    }
+    row = None
     author = Message._meta.get_field("author")
     if message.created_at is not None and (message.author_id is None or author.is_cached(message)):
-        item["row"] = {
-            "created_at": message.created_at.isoformat(),
-            "redirected_to_id": message.redirected_to_id,
-            "author": message.author.get_username() if message.author is not None else None,
-            "recipients": len(message.recipients or ()),
-            "summary": message.summary,
-            "detail": message.decision_detail,
-            "latency_ms": message.latency_ms,
-            "decision_latency_us": message.decision_latency_us,
-            "trace_id": message.trace_id,
-            "hop": message.hop,
-        }
-    return item
+        row = MessageRow(
+            created_at=message.created_at.isoformat(),
+            redirected_to_id=message.redirected_to_id,
+            author=message.author.get_username() if message.author is not None else None,
+            recipients=len(message.recipients or ()),
+            summary=message.summary,
+            detail=message.decision_detail,
+            latency_ms=message.latency_ms,
+            decision_latency_us=message.decision_latency_us,
+            trace_id=message.trace_id,
+            hop=message.hop,
+        )
+    return MessageItem(
+        message_pk=message.pk,
+        kind=message.kind,
+        direction=message.direction,
+        sender_id=message.sender_id,
+        target_id=message.target_id,
+        decision=message.decision,
+        reason=message.decision_reason,
+        task_id=task.pk if task else message.task_id,
+        state=task.state if task else "",
+        row=row,
+    )

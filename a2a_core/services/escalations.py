@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from a2a_core import agent_cache
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
-from a2a_core.events import event, publish_many_on_commit, publish_traffic_on_commit
+from a2a_core.events import publish_many_on_commit, publish_traffic_on_commit
 from a2a_core.models import (
     PRIORITY_RANK,
     Agent,
@@ -43,6 +43,7 @@ from a2a_core.policy.decide import Decision
 from a2a_core.schemas.a2a import text_of
 from a2a_core.schemas.envelope_form import json_diff
 from a2a_core.schemas.envelopes import ENVELOPE_MEDIA_TYPE, envelope_summary, parse_envelope
+from a2a_core.schemas.events import OutboxQueued
 from a2a_core.schemas.json_schema import schema_problems
 from a2a_core.services.audit import audit_record
 from a2a_core.services.classify import message_item
@@ -181,7 +182,8 @@ def _decided(
     if escalation.message_id is not None:
         # The held message's row in the live feed shows the decision, as a reload does.
         message = Message.objects.get(pk=escalation.message_id)
-        publish_traffic_on_commit([{**message_item(message, escalation.task), "decided": True}], {})
+        item = message_item(message, escalation.task).model_copy(update={"decided": True})
+        publish_traffic_on_commit([item], {})
 
 
 def _stamp() -> str:
@@ -194,7 +196,7 @@ def _queue(message: Message) -> None:
     message.save(update_fields=["delivery_state", "decision", "decision_reason", "decision_detail"])
     deadline = timezone.now() + timedelta(seconds=settings.HUB_FORWARD_TIMEOUT)
     Task.objects.filter(pk=message.task_id, deadline__isnull=False).update(deadline=deadline)
-    publish_many_on_commit([("outbox", event("outbox.queued", message_pk=message.pk))])
+    publish_many_on_commit([("outbox", OutboxQueued(message_pk=message.pk))])
 
 
 @transaction.atomic

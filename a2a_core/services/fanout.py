@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a_core.errors import FieldProblem, HubError, ValidationFailed
-from a2a_core.events import event, publish_many_on_commit, publish_traffic_on_commit
+from a2a_core.events import publish_many_on_commit, publish_traffic_on_commit
 from a2a_core.models import (
     Agent,
     Decision,
@@ -34,6 +34,7 @@ from a2a_core.models import (
 from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Facts
 from a2a_core.schemas.a2a import envelope_part_indexes, hub_metadata
+from a2a_core.schemas.events import FanOutQueued
 from a2a_core.services.classify import classify, message_item
 from a2a_core.services.digest import message_digest
 from a2a_core.services.inbox import inbox_enqueue
@@ -265,7 +266,7 @@ def fanout_accept(
         },
     )
     if any(d.next_attempt_at is not None for d in deliveries):
-        publish_many_on_commit([("outbox", event("outbox.fan_out", message_pk=row.pk))])
+        publish_many_on_commit([("outbox", FanOutQueued(message_pk=row.pk))])
     publish_traffic_on_commit([message_item(row, None)], {})
     result = FanOutResult(
         message_id,

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from a2a_core import tracing
 from a2a_core.errors import NotFound
-from a2a_core.events import event, publish_many_on_commit
+from a2a_core.events import publish_many_on_commit
 from a2a_core.models import (
     ACTIVE_STATE_LIST,
     TERMINAL_STATES,
@@ -40,6 +40,7 @@ from a2a_core.models import (
     TaskState,
 )
 from a2a_core.schemas.a2a import without_hub_metadata
+from a2a_core.schemas.events import InboxCanceled, InboxWake
 from a2a_core.selectors.task_wire import message_view
 from a2a_core.services.agents import agent_set_presence
 from a2a_core.services.tasks import Failure, tasks_record
@@ -59,7 +60,7 @@ def inbox_enqueue(deliveries: Sequence[Delivery], *, wake: Iterable[int] | None 
         return
     Delivery.objects.bulk_create(deliveries)
     recipients = sorted(set(wake) if wake is not None else {d.recipient_id for d in deliveries})
-    publish_many_on_commit([(inbox_group(pk), event("inbox.wake")) for pk in recipients])
+    publish_many_on_commit([(inbox_group(pk), InboxWake()) for pk in recipients])
 
 
 # --- sending ----------------------------------------------------------------------------------
@@ -236,7 +237,7 @@ def inbox_task_canceled(*, agent_id: int, task_id: str) -> None:
     Delivery.objects.filter(
         recipient_id=agent_id, task_id=task_id, state=DeliveryState.PENDING
     ).update(state=DeliveryState.EXPIRED)
-    publish_many_on_commit([(inbox_group(agent_id), event("inbox.canceled", task_id=task_id))])
+    publish_many_on_commit([(inbox_group(agent_id), InboxCanceled(task_id=task_id))])
 
 
 def inbox_waiting(*, agent_id: int) -> int:

@@ -37,6 +37,7 @@ from a2a_core.models import (
 from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Facts
 from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metadata
+from a2a_core.schemas.events import TrafficItem
 from a2a_core.selectors.task_wire import message_view, task_view
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.digest import message_digest
@@ -515,7 +516,7 @@ def accept_batch(
         ]
     )
 
-    items_out: list[dict[str, Any]] = []
+    items_out: list[TrafficItem] = []
     tasks_out: dict[str, int] = {}
     for p in plans:
         assert p.row is not None and p.judged is not None

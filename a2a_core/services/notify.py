@@ -154,7 +154,8 @@ def notify_due_soon(*, now: datetime | None = None) -> int:
 
 
 def _wake_on_commit() -> None:
-    from a2a_core.events import event, publish_many_on_commit
+    from a2a_core.events import publish_many_on_commit
+    from a2a_core.schemas.events import NotifyQueued
 
     # The runtime's bus wakes the notifier on this (see a2a_core/runtime.py).
-    publish_many_on_commit([("outbox", event("notify.queued"))])
+    publish_many_on_commit([("outbox", NotifyQueued())])

@@ -12,9 +12,10 @@ from django.db.models import Max
 from django.utils import timezone
 
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
-from a2a_core.events import event, publish_many_on_commit
+from a2a_core.events import publish_many_on_commit
 from a2a_core.models import PolicyVersion
 from a2a_core.policy.decide import CompiledPolicy
+from a2a_core.schemas.events import PolicyActivated
 from a2a_core.schemas.policy import Policy, RateLimits, default_policy, parse_policy
 from a2a_core.services.audit import audit_record
 
@@ -110,7 +111,7 @@ def policy_publish(
         object_id=number,
         data={"changes": len(version.diff)},
     )
-    publish_many_on_commit([("policy", event("policy.activated", number=number))])
+    publish_many_on_commit([("policy", PolicyActivated(number=number))])
     transaction.on_commit(invalidate)
     return version
 

@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a_core.events import event, publish_many_on_commit
+from a2a_core.events import publish_many_on_commit
 from a2a_core.models import (
     PRIORITY_RANK,
     Agent,
@@ -23,6 +23,7 @@ from a2a_core.schemas.a2a import (
     envelope_part_indexes,
     text_of,
 )
+from a2a_core.schemas.events import EscalationChange, EscalationChanged
 from a2a_core.services.notify import notify_queue
 from a2a_core.services.policy import current_policy
 
@@ -94,13 +95,13 @@ def withdraw_questions(task: Task) -> None:
         announce_escalation(escalation, "escalation.withdrawn")
 
 
-def announce_escalation(escalation: Escalation, name: str) -> None:
+def announce_escalation(escalation: Escalation, name: EscalationChange) -> None:
     publish_many_on_commit(
         [
             (
                 "escalations",
-                event(
-                    name,
+                EscalationChanged(
+                    event=name,
                     escalation_id=escalation.pk,
                     status=escalation.status,
                     task_id=escalation.task_id,

@@ -30,6 +30,7 @@ from a2a_core.schemas.a2a import (
     text_of,
     without_hub_metadata,
 )
+from a2a_core.schemas.events import AnsweredItem, TrafficItem
 from a2a_core.selectors.task_wire import state_from_wire, status_payload
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.rows import (
@@ -91,7 +92,7 @@ class UnitOfWork:
         return self._seen[task.pk]
 
     def flush(self) -> None:
-        items: list[dict[str, Any]] = []
+        items: list[TrafficItem] = []
         if self.replies:
             insert_returning_pks([row for row, _ in self.replies])
             items.extend(message_item(row, task) for row, task in self.replies)
@@ -107,7 +108,7 @@ class UnitOfWork:
         update_values(Message, _ANSWER_FIELDS[:1], delivered)
         # The request's row in live feeds, drawn before the answer came, shows its latency.
         items.extend(
-            {"type": "answered", "message_pk": pk, "latency_ms": row[2]}
+            AnsweredItem(message_pk=pk, latency_ms=row[2])
             for pk, row in answered
             if row[2] is not None
         )

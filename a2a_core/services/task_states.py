@@ -19,6 +19,7 @@ from a2a_core.models import (
     TaskEventKind,
     TaskState,
 )
+from a2a_core.schemas.events import TaskItem, TaskRow
 from a2a_core.selectors.task_wire import status_payload
 
 
@@ -42,23 +43,22 @@ def check_transition(task_id: str, current: str, new: str) -> None:
     )
 
 
-def task_item(task: Task, change: str) -> dict[str, Any]:
+def task_item(task: Task, change: str) -> TaskItem:
     """A task change as the `traffic` event lists it (plain fields only)."""
-    item: dict[str, Any] = {
-        "type": "task",
-        "change": change,
-        "task_id": task.pk,
-        "context_id": task.context_id,
-        "state": task.state,
-        "caller_id": task.caller_id,
-        "target_id": task.target_id,
-        "root_id": task.root_id,
-        "seq": task.event_seq,
-    }
-    if task.updated_at is not None:
+    return TaskItem(
+        change=change,
+        task_id=task.pk,
+        context_id=task.context_id,
+        state=task.state,
+        caller_id=task.caller_id,
+        target_id=task.target_id,
+        root_id=task.root_id,
+        seq=task.event_seq,
         # What the task's row in the live feed shows, besides its agents (see `message_item`).
-        item["row"] = {"updated_at": task.updated_at.isoformat(), "reason": task.reason}
-    return item
+        row=TaskRow(updated_at=task.updated_at.isoformat(), reason=task.reason)
+        if task.updated_at is not None
+        else None,
+    )
 
 
 def record_event(task: Task, *, kind: str, payload: dict[str, Any], state: str = "") -> TaskEvent:

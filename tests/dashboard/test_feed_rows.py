@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from a2a_core.events import add_local_listener, remove_local_listener
 from a2a_core.models import Message, TaskState
-from a2a_core.selectors.traffic import TrafficFilter, messages_by_pk
+from a2a_core.schemas.events import TrafficItem
+from a2a_core.selectors.traffic import FeedRow, TrafficFilter, messages_by_pk
 from a2a_core.services.classify import message_item
 from a2a_core.services.escalations import escalation_approve
 from a2a_core.services.task_states import task_item
@@ -23,8 +24,8 @@ from tests.factories import held_escalation, make_task, record_message, register
 pytestmark = pytest.mark.django_db
 
 
-def traffic(*items: dict) -> list:
-    return [("traffic", {"event": "traffic", "items": list(items)})]
+def traffic(*items: TrafficItem | dict) -> list:
+    return [{"type": "hub.event", "event": "traffic", "items": list(items)}]
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def pair():
 
 
 def drawn_from_database(message: Message) -> str:
-    return feed_row(messages_by_pk([message.pk])[0]).html
+    return feed_row(FeedRow.of_message(messages_by_pk([message.pk])[0])).html
 
 
 def test_a_request_row_from_its_event_is_the_row_the_database_draws_without_a_query(
@@ -80,7 +81,7 @@ def test_refused_redirected_human_and_broadcast_rows_match_the_database(pair):
         record_message(caller, None, kind="broadcast", recipients=["feed-target", "feed-other"]),
     ]
     items = [message_item(m, None) for m in rows]
-    assert all("row" in item for item in items)
+    assert all(item.row is not None for item in items)
 
     drawn = render_update(traffic(*items)).rows
 
@@ -98,7 +99,7 @@ def test_an_event_without_its_row_is_read_from_the_database(pair):
     # Loaded without its author: the event cannot name them without a query.
     bare = Message.objects.get(pk=recorded.pk)
     item = message_item(bare, None)
-    assert "row" not in item
+    assert item.row is None
 
     (row,) = render_update(traffic(item)).rows
 
@@ -165,7 +166,7 @@ def test_a_request_row_drawn_before_its_answer_shows_the_latency_when_the_answer
         remove_local_listener(listen)
     page = open_page("traffic")
     page.shown = feed_shown(TrafficFilter())
-    frame = page.frame(render_update([e for e in events if e[0] == "traffic"]))
+    frame = page.frame(render_update([p for group, p in events if group == "traffic"]))
 
     latency = Message.objects.get(pk=request.pk).latency_ms
     assert latency is not None and 2000 <= latency < 60_000
@@ -176,7 +177,7 @@ def test_a_request_row_drawn_before_its_answer_shows_the_latency_when_the_answer
     paused = open_page("traffic")
     paused.paused = True
     assert f"latency-{request.pk}" not in paused.frame(
-        render_update([e for e in events if e[0] == "traffic"])
+        render_update([p for group, p in events if group == "traffic"])
     )
 
 

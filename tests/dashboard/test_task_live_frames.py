@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from a2a_core.schemas.events import TaskItem, Traffic, wire
 from a2a_core.selectors.traffic import TrafficFilter
 from dashboard.consumers import DashboardConsumer, Shown
 from dashboard.live import Update, render_update
@@ -23,8 +24,17 @@ def open_page(page: str, *, task: str = "", root: str = "") -> DashboardConsumer
 
 
 def task_changed(task_id: str, root_id: str | None = None) -> list:
-    item = {"type": "task", "task_id": task_id, "root_id": root_id, "state": "working"}
-    return [("traffic", {"event": "traffic", "items": [item]})]
+    item = TaskItem(
+        change="updated",
+        task_id=task_id,
+        context_id="ctx",
+        state="working",
+        caller_id=None,
+        target_id=None,
+        root_id=root_id,
+        seq=1,
+    )
+    return [wire(Traffic(items=[item]))]
 
 
 async def test_a_busy_board_refreshes_at_once_then_once_more_when_the_burst_is_over():
