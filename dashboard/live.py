@@ -6,7 +6,8 @@ as long again has passed (at most FLUSH_SECONDS after that one began), with ever
 arrived meanwhile. An idle relay sends an event at once; a busy one sends fewer, larger
 frames — however busy the hub is, a browser gets at most one frame per flush. Each flush is rendered once, on a
 thread of the relay's own (`render_update`), mostly from what the events carry: a feed row is
-drawn from its `traffic` item without reading the message back. Every browser then takes from
+drawn from its `traffic` item without reading the message back, as the same `FeedRow` a page's
+first render draws from the database. Every browser then takes from
 the flush the fragments its page shows and its filters let through (`Viewer.frame`). A frame
 is plain htmx out-of-band HTML.
 
@@ -24,7 +25,6 @@ import functools
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
@@ -57,31 +57,35 @@ GROUPS = ("traffic", "escalations", "agents", "policy")
 
 @dataclass(frozen=True)
 class Row:
-    """One rendered feed row (a message), and what filters look at."""
+    """One feed row (a message), rendered, and the typed row it was drawn from."""
 
     html: str
-    message_pk: int
-    kind: str
-    decision: str
-    agent_ids: frozenset[int]
-    task_id: str
-    sender: str = ""
-    target: str = ""
-    state: str = ""
-    summary: str = ""
-    created_at: datetime | None = None
+    feed: FeedRow
+
+    @property
+    def message_pk(self) -> int:
+        return self.feed.pk
+
+    @property
+    def task_id(self) -> str:
+        return self.feed.task_id
+
+    @property
+    def agent_ids(self) -> frozenset[int]:
+        return frozenset(pk for pk in (self.feed.sender_id, self.feed.target_id) if pk)
 
     def passes(self, filters: TrafficFilter, agent_id: int | None) -> bool:
+        row = self.feed
         return filters.matches(
-            kind=self.kind,
-            decision=self.decision,
+            kind=row.kind,
+            decision=row.decision,
             agent_ids=self.agent_ids,
             agent_id=agent_id,
-            sender=self.sender,
-            target=self.target,
-            state=self.state,
-            summary=self.summary,
-            created_at=self.created_at,
+            sender=row.sender,
+            target=row.target,
+            state=row.task_state,
+            summary=row.summary,
+            created_at=row.created_at,
         )
 
 
@@ -124,19 +128,7 @@ class Viewer(Protocol):
 
 
 def feed_row(row: FeedRow) -> Row:
-    return Row(
-        html=render_to_string("dashboard/traffic.html#row", {"m": row}),
-        message_pk=row.pk,
-        kind=row.kind,
-        decision=row.decision,
-        agent_ids=frozenset(pk for pk in (row.sender_id, row.target_id) if pk),
-        task_id=row.task_id,
-        sender=row.sender,
-        target=row.target,
-        state=row.task_state,
-        summary=row.summary,
-        created_at=row.created_at,
-    )
+    return Row(html=render_to_string("dashboard/traffic.html#row", {"m": row}), feed=row)
 
 
 # Agent id -> slug. A slug never changes and an agent with traffic is never deleted, so this

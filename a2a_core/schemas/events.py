@@ -4,9 +4,11 @@ One model per event, told apart by `event` (the Channels message's `type` is alw
 `hub.event`: it names the consumer method that receives it). Unknown fields are refused. The
 layer carries plain dicts (`wire`); whoever receives one reads it back with `parse_event`.
 
-Producers build events with `model_construct`, without validation: every field comes from a
-saved row, and validating costs more than the rest of publishing an event (see
-tests/a2a_core/test_event_schemas.py, which validates every event a real scenario publishes).
+Producers build events with their (validating) constructors: pydantic-core validates these
+models in about half the time `model_construct` takes to skip it (a message and a task item:
+5.6 against 10.5 µs), and a commit's events cost ~16 µs against ~4 µs as plain dicts (~25 µs
+when every group is sent, with Redis) — about 2% of the hub's CPU per call. The channel layer
+carries dicts only for groups someone listens to (`a2a_core.events`).
 """
 
 from __future__ import annotations
