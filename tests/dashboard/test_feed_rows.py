@@ -217,7 +217,7 @@ def test_a_held_messages_row_shows_the_humans_decision_live_as_a_reload_shows_it
             escalation_approve(escalation_id=escalation.pk, actor_label="operator")
     finally:
         remove_local_listener(listen)
-    frame = page.frame(render_update([e for e in events if e[0] == "traffic"]))
+    frame = page.frame(render_update([payload for group, payload in events if group == "traffic"]))
 
     shown = _decision_cell(drawn_from_database(message), message.pk)  # what a reload shows
     assert '<span class="badge deliver">' in shown and "approved by operator" in shown
@@ -248,9 +248,22 @@ def test_a_message_held_and_approved_within_one_flush_gets_its_row_with_the_deci
             escalation_approve(escalation_id=escalation.pk, actor_label="operator")
     finally:
         remove_local_listener(listen)
-    frame = page.frame(render_update(traffic(held) + [e for e in events if e[0] == "traffic"]))
+    frame = page.frame(
+        render_update(traffic(held) + [p for group, p in events if group == "traffic"])
+    )
 
     assert frame.count(f'data-message="{message.pk}"') == 1
     assert _decision_cell(frame, message.pk) == _decision_cell(
         drawn_from_database(message), message.pk
     )
+
+
+def test_an_event_with_a_field_no_event_has_draws_nothing(pair):
+    caller, target = pair
+    message = record_message(caller, target, summary="smuggled")
+    item = message_item(message, None).model_dump()
+    item["row"]["summary_html"] = "<b>not escaped</b>"
+
+    update = render_update(traffic(item))
+
+    assert update.rows == []
