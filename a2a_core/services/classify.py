@@ -103,11 +103,12 @@ def message_row(
     )
 
 
-def message_item(message: Message, task: Task | None) -> MessageItem:
+def message_item(message: Message, task: Task | None, *, decided: bool = False) -> MessageItem:
     """A message as the `traffic` event lists it (plain fields only), with what its row in the
     live feed shows under `row` — so that the feed's relays draw it without reading it back.
     Agents are named by id (the relays know their slugs); `row` is left out when the message's
-    human author is not at hand (the relay then reads the message)."""
+    human author is not at hand (the relay then reads the message). `decided`: a held message
+    a human just decided on, whose drawn row shows the decision in place."""
     row = None
     author = Message._meta.get_field("author")
     if message.created_at is not None and (message.author_id is None or author.is_cached(message)):
@@ -134,4 +135,5 @@ def message_item(message: Message, task: Task | None) -> MessageItem:
         task_id=task.pk if task else message.task_id,
         state=task.state if task else "",
         row=row,
+        decided=decided,
     )

@@ -182,8 +182,7 @@ def _decided(
     if escalation.message_id is not None:
         # The held message's row in the live feed shows the decision, as a reload does.
         message = Message.objects.get(pk=escalation.message_id)
-        item = message_item(message, escalation.task).model_copy(update={"decided": True})
-        publish_traffic_on_commit([item], {})
+        publish_traffic_on_commit([message_item(message, escalation.task, decided=True)], {})
 
 
 def _stamp() -> str:

@@ -100,6 +100,15 @@ async def test_every_event_of_calls_a_held_message_an_approval_and_an_inbox_is_t
     } <= names
     items = {item.type for _, e in parsed if isinstance(e, Traffic) for item in e.items}
     assert items == {"message", "task", "answered"}
+    # Once approved, the held message's item comes again, marked decided, with the decision.
+    decided = [
+        (item.message_pk, item.decision, item.reason)
+        for _, e in parsed
+        if isinstance(e, Traffic)
+        for item in e.items
+        if isinstance(item, MessageItem) and item.decided
+    ]
+    assert (escalation.message_id, "deliver", "approved_by_human") in decided
     # Read back, each is the very event that was sent.
     assert [wire(event) for _, event in parsed] == [payload for _, payload in sent]
 
