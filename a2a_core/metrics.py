@@ -108,7 +108,7 @@ class CallRecord:
     method: str
     started: float = field(default_factory=time.perf_counter)
     status: str = ""
-    # Learned while serving it (see `dispatch.Call.learned`).
+    # Learned while serving it (see `a2a_core.delivery.calls.Call.learned`).
     learned: dict[str, str] = field(default_factory=dict)
 
     def saw(self, item: Any) -> None:

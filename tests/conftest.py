@@ -52,14 +52,14 @@ def _close_database_connections() -> None:
 
 def _drain_background_work(timeout: float = 10.0) -> None:
     """Wait for deliveries still running in the hub; cancel them after `timeout`."""
-    from a2a_core.delivery import dispatch
+    from a2a_core.delivery import pump
 
     deadline = time.monotonic() + timeout
-    while dispatch._pumps and time.monotonic() < deadline:
+    while pump._pumps and time.monotonic() < deadline:
         time.sleep(0.02)
     loop = events._loop
-    if dispatch._pumps and loop is not None and not loop.is_closed():
-        asyncio.run_coroutine_threadsafe(dispatch.stop_pumps(), loop).result(5)
+    if pump._pumps and loop is not None and not loop.is_closed():
+        asyncio.run_coroutine_threadsafe(pump.stop_pumps(), loop).result(5)
 
 
 @dataclass

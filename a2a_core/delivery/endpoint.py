@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import re
 from collections.abc import AsyncGenerator
-from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,7 +16,6 @@ from a2a.client import ClientCallContext, ClientConfig, ClientFactory
 from a2a.client.client import Client
 from a2a.client.errors import A2AClientError, A2AClientTimeoutError
 from a2a.client.transports.base import ClientTransport
-from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.types.a2a_pb2 import (
@@ -34,50 +30,24 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from google.protobuf.json_format import MessageToDict, ParseDict
 from httpx_aiohttp import AiohttpTransport
 
+from a2a_core.delivery.agent_errors import (
+    NOT_A2A,
+    AgentFailed,
+    AgentRefused,
+    AgentTimeout,
+    AgentUnreachable,
+    NoSlotInTime,
+    last_result,
+    not_a2a,
+)
+from a2a_core.delivery.jsonrpc import AiohttpJsonRpcTransport
 from a2a_core.delivery.slots import Slots
 from a2a_core.errors import HubError, TargetUnavailable
 from a2a_core.models import Agent
 from a2a_core.services.policy import incoming_concurrent
-
-
-class AgentTimeout(HubError):
-    """The agent did not answer in time."""
-
-    code = "agent_timeout"
-
-
-class NoSlotInTime(AgentTimeout):
-    """Every one of the agent's slots stayed taken for the call's whole time: it was not sent
-    (not a failure of the agent's: its breaker does not count it)."""
-
-
-class AgentUnreachable(TargetUnavailable):
-    """The agent's server could not be reached (down, refusing connections)."""
-
-    code = "agent_unreachable"
-
-
-class AgentFailed(TargetUnavailable):
-    """The agent's server answered with an HTTP error or something that is not A2A."""
-
-    code = "agent_failed"
-
-
-class AgentNotA2A(AgentFailed):
-    """The agent answered with something that is not valid A2A; the message says what."""
-
-
-class AgentRefused(HubError):
-    """The agent answered with an A2A error; `error` is relayed to the caller as it is."""
-
-    code = "agent_refused"
-
-    def __init__(self, message: str, error: A2AError) -> None:
-        super().__init__(message)
-        self.error = error
 
 
 def traceparent(trace_id: str) -> str:
@@ -89,115 +59,6 @@ def traceparent(trace_id: str) -> str:
 
 # How long a connection to an agent is kept for reuse.
 IDLE_CONNECTION_SECONDS = 4.0
-_TRANSPORT_HEADERS = frozenset({"accept-encoding", "connection", "user-agent"})
-
-
-class _JsonRpcTransport(JsonRpcTransport):
-    """The SDK's JSON-RPC transport, its unary calls posted with aiohttp directly.
-
-    The SDK builds and checks every request and answer as before; only the HTTP exchange
-    skips httpx's request and response models, cookie jar and redirect handling (a
-    forwarded call needs none of them): about an eighth of the hub's CPU per forwarded call
-    (bench/throughput.py). Streams still go through httpx."""
-
-    def __init__(
-        self, session: aiohttp.ClientSession, http: httpx.AsyncClient, card: AgentCard, url: str
-    ) -> None:
-        super().__init__(http, card, url, is_shared_httpx=True)
-        self._session = session
-        # What the SDK's client factory put on the shared client (A2A-Version); aiohttp sets
-        # the transport's own (Accept-Encoding: only what it can decode, Connection, User-Agent).
-        self._headers = {
-            name: value
-            for name, value in http.headers.items()
-            if name.lower() not in _TRANSPORT_HEADERS
-        }
-        self._headers["Content-Type"] = "application/json"
-
-    async def _send_request(
-        self, payload: dict[str, Any], context: ClientCallContext | None = None
-    ) -> dict[str, Any]:
-        if self._session.closed:
-            raise A2AClientError("HTTP client is closed")
-        headers = dict(self._headers)
-        timeout = None
-        if context is not None:
-            headers.update(context.service_parameters or {})
-            if context.timeout is not None:
-                timeout = aiohttp.ClientTimeout(total=context.timeout)
-        try:
-            async with self._session.post(
-                self.url,
-                data=json.dumps(payload).encode(),
-                headers=headers,
-                timeout=timeout,
-                allow_redirects=False,
-            ) as response:
-                body = await response.read()
-        except TimeoutError as exc:
-            raise A2AClientTimeoutError("Client Request timed out") from exc
-        except aiohttp.ClientError as exc:
-            raise A2AClientError(f"Network communication error: {exc}") from exc
-        if not 200 <= response.status < 300:
-            raise A2AClientError(f"HTTP Error {response.status}: {response.reason}")
-        try:
-            return self._check_jsonrpc_response(json.loads(body))
-        except ValueError as exc:
-            raise A2AClientError(f"JSON Decode Error: {exc}") from exc
-
-    def _check_jsonrpc_response(self, response_data: Any) -> dict[str, Any]:
-        # Unary answers and stream events alike pass here before the SDK parses their result.
-        checked = super()._check_jsonrpc_response(response_data)
-        _last_result.set(checked.get("result"))
-        return checked
-
-
-# The result of the JSON-RPC answer the SDK is parsing in this task: an answer that is not
-# valid A2A is quoted from it (protobuf's errors give a path, not the value found there).
-_last_result: ContextVar[Any] = ContextVar("last_result", default=None)
-# What the SDK raises for an answer that is JSON but not A2A (protobuf's ParseError for
-# ProtoJSON; pydantic's ValidationError, a ValueError, for A2A 0.3).
-_NOT_A2A = (ParseError, ValueError, TypeError, KeyError)
-_PARSE_PATH = re.compile(r" at [A-Za-z_]\w*((?:\.\w+|\[\d+\])*)\.*$")
-_NO_OFFSET = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?")
-_MISSING = object()
-
-
-def _value_at(document: Any, path: str) -> Any:
-    for step in re.findall(r"\w+|\[\d+\]", path):
-        if step.startswith("["):
-            index = int(step[1:-1])
-            ok = isinstance(document, list) and index < len(document)
-            document = document[index] if ok else _MISSING
-        else:
-            document = document.get(step, _MISSING) if isinstance(document, dict) else _MISSING
-        if document is _MISSING:
-            break
-    return document
-
-
-def not_a2a(exc: BaseException) -> AgentNotA2A:
-    """An agent's answer the SDK could not read as A2A, as an agent failure saying what was
-    wrong: where in the answer, and the value found there when it is known."""
-    innermost = exc
-    while innermost.__cause__ is not None:
-        innermost = innermost.__cause__
-    found = _PARSE_PATH.search(str(exc)) if isinstance(exc, ParseError) else None
-    path = found.group(1).lstrip(".") if found else ""
-    reason = _PARSE_PATH.sub("", str(innermost)).rstrip(".")[:300] or type(innermost).__name__
-    value = _value_at(_last_result.get(), path) if path else _MISSING
-    if path.lower().endswith("timestamp"):
-        if isinstance(value, str) and _NO_OFFSET.fullmatch(value):
-            what = f"{path} {value!r} has no offset"
-        elif value is not _MISSING:
-            what = f"{path} {json.dumps(value)} is not an RFC 3339 timestamp"
-        else:
-            what = f"{path} is not an RFC 3339 timestamp with an offset"
-    elif value is not _MISSING:
-        what = f"{path} {json.dumps(value)[:200]}: {reason}"
-    else:
-        what = f"{path}: {reason}" if path else reason
-    return AgentNotA2A(f"sent an answer that is not valid A2A: {what}")
 
 
 def _to_dict(message: Any) -> dict[str, Any]:
@@ -280,7 +141,7 @@ class EndpointForwarder:
         )
         if version and is_legacy_version(version):
             return CompatJsonRpcTransport(self._http, card, url, is_shared_httpx=True)
-        return _JsonRpcTransport(self._session, self._http, card, url)
+        return AiohttpJsonRpcTransport(self._session, self._http, card, url)
 
     async def send(
         self,
@@ -350,7 +211,7 @@ class EndpointForwarder:
     async def _send(
         self, client: Client, request: SendMessageRequest, context: ClientCallContext
     ) -> AsyncGenerator[StreamResponse]:
-        _last_result.set(None)
+        last_result.set(None)
         try:
             async for event in client.send_message(request, context=context):
                 yield event
@@ -360,7 +221,7 @@ class EndpointForwarder:
             raise _transport_failure(str(exc)) from None
         except A2AError as exc:
             raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
-        except _NOT_A2A as exc:
+        except NOT_A2A as exc:
             raise not_a2a(exc) from None
 
     async def cancel(
@@ -406,7 +267,7 @@ class EndpointForwarder:
         ids) until it ends; the HTTP client waits at most `wait_seconds` for each."""
         client = self._client(agent, streaming=True)
         request = SubscribeToTaskRequest(id=remote_task_id)
-        _last_result.set(None)
+        last_result.set(None)
         try:
             async for event in client.subscribe(
                 request, context=self._context(headers, wait_seconds)
@@ -418,7 +279,7 @@ class EndpointForwarder:
             raise _transport_failure(str(exc)) from None
         except A2AError as exc:
             raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
-        except _NOT_A2A as exc:
+        except NOT_A2A as exc:
             raise not_a2a(exc) from None
 
     @staticmethod
@@ -426,7 +287,7 @@ class EndpointForwarder:
         return ClientCallContext(service_parameters=headers, timeout=wait_seconds)
 
     async def _unary(self, agent: Agent, call: Any, wait_seconds: float) -> dict[str, Any]:
-        _last_result.set(None)
+        last_result.set(None)
         try:
             async with asyncio.timeout(wait_seconds):
                 answer = await call
@@ -436,7 +297,7 @@ class EndpointForwarder:
             raise _transport_failure(str(exc)) from None
         except A2AError as exc:
             raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
-        except _NOT_A2A as exc:
+        except NOT_A2A as exc:
             raise not_a2a(exc) from None
         return _to_dict(answer)
 

@@ -25,7 +25,8 @@ from google.protobuf.json_format import ParseDict
 
 from a2a_core import tracing
 from a2a_core.asyncdb import db
-from a2a_core.delivery.endpoint import AgentRefused, forwarder, traceparent
+from a2a_core.delivery.agent_errors import AgentRefused
+from a2a_core.delivery.endpoint import forwarder, traceparent
 from a2a_core.errors import HubError
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent, Delivery, DeliveryMode, DeliveryState

@@ -30,13 +30,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from a2a_core.asyncdb import db
-from a2a_core.delivery.endpoint import (
-    AgentNotA2A,
-    AgentRefused,
-    AgentTimeout,
-    forwarder,
-    traceparent,
-)
+from a2a_core.delivery.agent_errors import AgentNotA2A, AgentRefused, AgentTimeout
+from a2a_core.delivery.endpoint import forwarder, traceparent
 from a2a_core.errors import TargetUnavailable
 from a2a_core.logging import get_logger
 from a2a_core.models import ACTIVE_STATES, Agent, Task

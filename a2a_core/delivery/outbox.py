@@ -13,7 +13,9 @@ from google.protobuf.json_format import ParseDict
 
 from a2a_core import tracing
 from a2a_core.asyncdb import db
-from a2a_core.delivery import dispatch
+from a2a_core.delivery.calls import Call, forwarded_metadata
+from a2a_core.delivery.pump import start_pump
+from a2a_core.delivery.streams import trace_inbox_forward
 from a2a_core.logging import get_logger
 from a2a_core.models import (
     Agent,
@@ -83,7 +85,7 @@ async def deliver_claimed(pks: list[int]) -> None:
         try:
             queued = await db(_load, pk)
             accepted, target = queued.accepted, queued.target
-            call = dispatch.Call(caller=queued.caller, target=target)
+            call = Call(caller=queued.caller, target=target)
             with tracing.waited(
                 accepted,
                 caller=queued.caller.slug,
@@ -92,15 +94,15 @@ async def deliver_claimed(pks: list[int]) -> None:
             ):
                 if target.delivery_mode == DeliveryMode.INBOX:
                     await db(_to_inbox, pk, target)
-                    dispatch.trace_inbox_forward(target, accepted)
+                    trace_inbox_forward(target, accepted)
                     continue
-                dispatch.start_pump(
+                start_pump(
                     call,
                     target,
                     accepted,
                     ParseDict(queued.wire, WireMessage()),
                     accepted_output_modes=[],
-                    metadata=dispatch.forwarded_metadata(queued.request_metadata, accepted),
+                    metadata=forwarded_metadata(queued.request_metadata, accepted),
                 )
         except Exception:
             log.exception("could not deliver a queued message", extra={"message_pk": pk})

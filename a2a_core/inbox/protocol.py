@@ -55,7 +55,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from a2a_core.asyncdb import db
-from a2a_core.delivery import dispatch
+from a2a_core.delivery.calls import record
 from a2a_core.errors import FieldProblem, HubError, ValidationFailed, field_problems
 from a2a_core.models import Agent
 from a2a_core.models.task import new_id
@@ -281,5 +281,5 @@ async def _apply(agent: Agent, frame: Ack | Status | ArtifactChunk | Ping) -> di
             append=frame.append,
             last_chunk=frame.last_chunk,
         )
-    result = await dispatch.record(report)
+    result = await record(report)
     return {"type": "ok", "ref": frame.ref, "taskId": frame.task_id, **result}

@@ -75,8 +75,8 @@ async def startup() -> None:
 async def shutdown() -> None:
     from a2a_core import runtime
     from a2a_core.asyncdb import close_loop_connection
-    from a2a_core.delivery.dispatch import stop_pumps
     from a2a_core.delivery.endpoint import close_forwarder
+    from a2a_core.delivery.pump import stop_pumps
     from a2a_core.protocol import grpc_binding
 
     await grpc_binding.stop()

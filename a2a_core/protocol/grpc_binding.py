@@ -42,7 +42,7 @@ from packaging.version import InvalidVersion, Version
 
 from a2a_core import agent_cache
 from a2a_core.asyncdb import db
-from a2a_core.delivery.dispatch import Call
+from a2a_core.delivery.calls import Call
 from a2a_core.logging import get_logger
 from a2a_core.models import Scope as AgentScope
 from a2a_core.protocol.errors import (

@@ -28,7 +28,11 @@ from a2a.utils.errors import PushNotificationNotSupportedError, UnsupportedOpera
 from django.conf import settings
 
 from a2a_core import timeline
-from a2a_core.delivery import dispatch, push
+from a2a_core.delivery import push
+from a2a_core.delivery.calls import Call
+from a2a_core.delivery.send import send_message
+from a2a_core.delivery.streams import stream_message, subscribe
+from a2a_core.delivery.task_calls import cancel_task, get_task, list_tasks
 from a2a_core.errors import AgentSuspended, HubError
 from a2a_core.metrics import CallRecord
 from a2a_core.protocol.errors import to_a2a
@@ -38,14 +42,14 @@ T = TypeVar("T")
 CALL_KEY = "hub_call"
 
 
-def _call(context: ServerCallContext) -> dispatch.Call:
+def _call(context: ServerCallContext) -> Call:
     call = context.state.get(CALL_KEY)
-    if not isinstance(call, dispatch.Call):
+    if not isinstance(call, Call):
         raise UnsupportedOperationError("this endpoint is only reachable through the hub")
     return call
 
 
-def _not_suspended(context: ServerCallContext) -> dispatch.Call:
+def _not_suspended(context: ServerCallContext) -> Call:
     """The call, unless its caller is suspended. A suspended agent's messages go to the
     policy, which refuses and records them (`caller_suspended`); everything else it asks —
     reads, cancels, subscriptions, push configs — is refused here."""
@@ -55,7 +59,7 @@ def _not_suspended(context: ServerCallContext) -> dispatch.Call:
     return call
 
 
-def _push_call(context: ServerCallContext) -> dispatch.Call:
+def _push_call(context: ServerCallContext) -> Call:
     if not settings.HUB_PUSH_ENABLED:
         raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
     return _not_suspended(context)
@@ -87,7 +91,7 @@ class HubRequestHandler(RequestHandler):
         call = _call(context)
         record = _record(call, "SendMessage")
         try:
-            result = await _mapped(dispatch.send_message(call, params))
+            result = await _mapped(send_message(call, params))
         except Exception as exc:
             record.failed(exc)
             raise
@@ -107,7 +111,7 @@ class HubRequestHandler(RequestHandler):
         call = _call(context)
         record = _record(call, "SendStreamingMessage")
         try:
-            async for item in _mapped_stream(dispatch.stream_message(call, params)):
+            async for item in _mapped_stream(stream_message(call, params)):
                 record.saw(item)
                 yield item
         except Exception as exc:
@@ -121,25 +125,25 @@ class HubRequestHandler(RequestHandler):
 
     @validate_request_params
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        return await _mapped(dispatch.get_task(_not_suspended(context), params))
+        return await _mapped(get_task(_not_suspended(context), params))
 
     @validate_request_params
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
-        return await _mapped(dispatch.list_tasks(_not_suspended(context), params))
+        return await _mapped(list_tasks(_not_suspended(context), params))
 
     @validate_request_params
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
-        return await _mapped(dispatch.cancel_task(_not_suspended(context), params))
+        return await _mapped(cancel_task(_not_suspended(context), params))
 
     @validate_request_params
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
-        async for item in _mapped_stream(dispatch.subscribe(_not_suspended(context), params)):
+        async for item in _mapped_stream(subscribe(_not_suspended(context), params)):
             yield item
 
     # Push config methods check their own fields (reporting every problem at once), after
@@ -181,6 +185,6 @@ class HubRequestHandler(RequestHandler):
         raise UnsupportedOperationError("agents registered with the hub have no extended card")
 
 
-def _record(call: dispatch.Call, method: str) -> CallRecord:
+def _record(call: Call, method: str) -> CallRecord:
     target = call.target.slug if call.target is not None else "hub"
     return CallRecord(call.caller.slug, target, method, learned=call.learned)

@@ -169,66 +169,48 @@ def agent_register(
     clean_scopes = _clean_scopes(scopes) if scopes is not None else None
     endpoint_url, endpoint_binding = _endpoint(checked)
 
+    # A new agent takes its settings from the arguments (defaults for those not given) and
+    # gets a token; an existing one changes only the settings given, and its card only when
+    # the card changed, to a version it has not registered before. Storing the card, its
+    # skills, the audit entry and the event are the same for both.
     agent = Agent.objects.select_for_update().filter(slug=agent_slug).first()
+    token = None
     if agent is None:
+        is_endpoint = mode == DeliveryMode.ENDPOINT
         agent = Agent(
             slug=agent_slug,
-            name=checked.card.name,
             role=role or "",
-            description=checked.card.description,
-            card=checked.data,
-            card_version=checked.card.version,
-            card_digest=checked.digest,
             delivery_mode=mode,
-            endpoint_url=endpoint_url if mode == DeliveryMode.ENDPOINT else "",
-            endpoint_binding=endpoint_binding if mode == DeliveryMode.ENDPOINT else "",
+            endpoint_url=endpoint_url if is_endpoint else "",
+            endpoint_binding=endpoint_binding if is_endpoint else "",
             scopes=clean_scopes or list(DEFAULT_SCOPES),
-            status=AgentStatus.ONLINE if mode == DeliveryMode.ENDPOINT else AgentStatus.OFFLINE,
+            status=AgentStatus.ONLINE if is_endpoint else AgentStatus.OFFLINE,
         )
         token = _issue_token(agent)
-        agent.save()
-        AgentCardVersion.objects.create(
-            agent=agent, version=checked.card.version, card=checked.data, digest=checked.digest
+        new_version = True
+    else:
+        settings_changed = _settings_update(
+            agent,
+            role=role,
+            delivery_mode=delivery_mode and mode,
+            scopes=clean_scopes,
+            endpoint=(endpoint_url, endpoint_binding),
         )
-        _sync_skills(agent, checked)
-        audit_record(
-            action="agent.register",
-            summary=f"registered {agent.slug} ({mode}, card v{agent.card_version})",
-            actor=actor,
-            actor_label=actor_label,
-            agent=agent,
-            object_type="agent",
-            object_id=agent.slug,
-        )
-        publish_many_on_commit(_agent_event("agent.registered", agent))
-        return Registration(agent, token, True, True, checked.converted_from, signature)
-
-    settings_changed = False
-    for field, value in (
-        ("role", role),
-        ("delivery_mode", delivery_mode and mode),
-        ("scopes", clean_scopes),
-    ):
-        if value is not None and value and getattr(agent, field) != value:
-            setattr(agent, field, value)
-            settings_changed = True
-
-    is_endpoint = agent.delivery_mode == DeliveryMode.ENDPOINT
-    wanted = (endpoint_url, endpoint_binding) if is_endpoint else ("", "")
-    if (agent.endpoint_url, agent.endpoint_binding) != wanted:
-        agent.endpoint_url, agent.endpoint_binding = wanted
-        settings_changed = True
-    if checked.digest == agent.card_digest:
-        if settings_changed:
-            agent.save()
-        return Registration(agent, None, False, settings_changed, checked.converted_from, signature)
-
-    previous = AgentCardVersion.objects.filter(agent=agent, version=checked.card.version).first()
-    if previous is not None and previous.digest != checked.digest:
-        raise Conflict(
-            f"{agent.slug}: card version {checked.card.version!r} is already registered with "
-            "different content; bump the card's `version` to register a change"
-        )
+        if checked.digest == agent.card_digest:
+            if settings_changed:
+                agent.save()
+            return Registration(
+                agent, None, False, settings_changed, checked.converted_from, signature
+            )
+        previous = AgentCardVersion.objects.filter(
+            agent=agent, version=checked.card.version
+        ).first()
+        if previous is not None and previous.digest != checked.digest:
+            raise Conflict(
+                f"{agent.slug}: card version {checked.card.version!r} is already registered "
+                "with different content; bump the card's `version` to register a change"
+            )
+        new_version = previous is None
     old_version = agent.card_version
     agent.name = checked.card.name
     agent.description = checked.card.description
@@ -236,22 +218,47 @@ def agent_register(
     agent.card_version = checked.card.version
     agent.card_digest = checked.digest
     agent.save()
-    if previous is None:
+    if new_version:
         AgentCardVersion.objects.create(
             agent=agent, version=checked.card.version, card=checked.data, digest=checked.digest
         )
     _sync_skills(agent, checked)
+    created = token is not None
     audit_record(
-        action="agent.update",
-        summary=f"re-registered {agent.slug}: card v{old_version} -> v{agent.card_version}",
+        action="agent.register" if created else "agent.update",
+        summary=f"registered {agent.slug} ({mode}, card v{agent.card_version})"
+        if created
+        else f"re-registered {agent.slug}: card v{old_version} -> v{agent.card_version}",
         actor=actor,
         actor_label=actor_label,
         agent=agent,
         object_type="agent",
         object_id=agent.slug,
     )
-    publish_many_on_commit(_agent_event("agent.updated", agent))
-    return Registration(agent, None, False, True, checked.converted_from, signature)
+    publish_many_on_commit(_agent_event("agent.registered" if created else "agent.updated", agent))
+    return Registration(agent, token, created, True, checked.converted_from, signature)
+
+
+def _settings_update(
+    agent: Agent,
+    *,
+    role: str | None,
+    delivery_mode: str | None,
+    scopes: list[str] | None,
+    endpoint: tuple[str, str],
+) -> bool:
+    """Apply the settings given (None or empty: keep the agent's) and the card's endpoint
+    (none for an inbox agent) to an existing agent, unsaved. True when any changed."""
+    changed = False
+    for field, value in (("role", role), ("delivery_mode", delivery_mode), ("scopes", scopes)):
+        if value is not None and value and getattr(agent, field) != value:
+            setattr(agent, field, value)
+            changed = True
+    wanted = endpoint if agent.delivery_mode == DeliveryMode.ENDPOINT else ("", "")
+    if (agent.endpoint_url, agent.endpoint_binding) != wanted:
+        agent.endpoint_url, agent.endpoint_binding = wanted
+        changed = True
+    return changed
 
 
 @transaction.atomic

@@ -39,7 +39,7 @@ from a2a_core.services.classify import classify, message_item
 from a2a_core.services.digest import message_digest
 from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.judge import judge
-from a2a_core.services.messages import trace_id_from
+from a2a_core.services.message_checks import trace_id_from
 
 FAN_OUT_KINDS = ("broadcast", "knowledge_share")
 SCOPES = "all, role:<role>, skill:<skill id>, tag:<tag>, agents:<a>,<b>,..."

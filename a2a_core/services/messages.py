@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from a2a_core import agent_cache, timeline
-from a2a_core.errors import (
-    FieldProblem,
-    HubError,
-    IllegalTransition,
-    NotFound,
-    PolicyRejected,
-    ValidationFailed,
-)
+from a2a_core.errors import HubError, PolicyRejected
 from a2a_core.events import publish_traffic_on_commit
 from a2a_core.models import (
-    TERMINAL_STATES,
     Agent,
     Decision,
     Delivery,
@@ -34,22 +25,24 @@ from a2a_core.models import (
     Task,
     TaskState,
 )
-from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Facts
-from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes, hub_metadata
+from a2a_core.schemas.a2a import hub_metadata
 from a2a_core.schemas.events import TrafficItem
-from a2a_core.selectors.task_wire import message_view, task_view
+from a2a_core.selectors.message_retries import EarlierCopy, RetryKey, message_earlier_copies
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.judge import Judged, judge
+from a2a_core.services.message_checks import (
+    message_parts_check,
+    message_sender_check,
+    message_timeout,
+)
+from a2a_core.services.message_placing import message_place
 from a2a_core.services.questions import withdraw_questions
-from a2a_core.services.rows import insert_returning_pks, insert_rows, new_row
+from a2a_core.services.rows import insert_returning_pks, insert_rows
 from a2a_core.services.task_states import task_item, task_set_state
-
-MAX_TIMEOUT_SECONDS = 3600
-_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 @dataclass(frozen=True)
@@ -71,7 +64,7 @@ class Accepted:
     depth: int
     timeout: float
     # What changes when the message goes on to an endpoint agent: the agent's own ids, and
-    # the hub's fields in its metadata (see `a2a_core.delivery.dispatch.forwarded`).
+    # the hub's fields in its metadata (see `a2a_core.delivery.calls.forwarded`).
     remote_task_id: str
     remote_context_id: str
     hub_fields: dict[str, Any]
@@ -82,128 +75,6 @@ class Accepted:
     skill: str = ""
     # The target's breaker is counting failures or open: report how the call goes.
     watch_breaker: bool = False
-
-
-def trace_id_from(traceparent: str | None) -> str:
-    """The trace id of a W3C `traceparent` header, or '' if it is absent or malformed."""
-    if not traceparent:
-        return ""
-    pieces = traceparent.strip().split("-")
-    if len(pieces) == 4 and _TRACE_ID.match(pieces[1]) and pieces[1] != "0" * 32:
-        return pieces[1]
-    return ""
-
-
-def _timeout(hub: dict[str, Any]) -> float:
-    value = hub.get("timeoutSeconds")
-    if value is None:
-        return float(settings.HUB_FORWARD_TIMEOUT)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 < value <= MAX_TIMEOUT_SECONDS
-    ):
-        raise ValidationFailed(
-            "invalid timeout",
-            [
-                FieldProblem(
-                    f"metadata.{HUB_METADATA}.timeoutSeconds",
-                    f"must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS}], got {value!r}",
-                )
-            ],
-        )
-    return float(value)
-
-
-def _check_parts(message: dict[str, Any]) -> None:
-    parts = message.get("parts") or []
-    if len(parts) > settings.HUB_MAX_PARTS:
-        raise ValidationFailed(
-            "too many parts",
-            [
-                FieldProblem(
-                    "message.parts",
-                    f"the message has {len(parts)} parts; the limit is {settings.HUB_MAX_PARTS}",
-                )
-            ],
-        )
-
-
-def _check_sender(envelope: dict[str, Any] | None, message: dict[str, Any], caller: Agent) -> None:
-    claimed = ((envelope or {}).get("from") or {}).get("agentId")
-    if claimed and claimed != caller.slug:
-        index = envelope_part_indexes(message)[0]
-        raise ValidationFailed(
-            "the envelope's sender is not the caller",
-            [
-                FieldProblem(
-                    f"message.parts[{index}].data.from.agentId",
-                    f"says {claimed!r} but the bearer token belongs to {caller.slug!r}",
-                )
-            ],
-        )
-
-
-def _parent(parent_id: str, caller: Agent) -> Task | None:
-    if not parent_id:
-        return None
-    parent = Task.objects.filter(pk=parent_id).first()
-    if parent is None or parent.target_id != caller.pk:
-        raise ValidationFailed(
-            "invalid delegation",
-            [
-                FieldProblem(
-                    f"metadata.{HUB_METADATA}.parentTaskId",
-                    f"task {parent_id} is not a task {caller.slug} is working on",
-                )
-            ],
-        )
-    return parent
-
-
-def _remote_context(context_id: str, target: Agent) -> str:
-    """The context id the target agent knows this conversation by (usually the same)."""
-    known = (
-        Task.objects.filter(context_id=context_id, target=target)
-        .exclude(remote_context_id="")
-        .order_by("-created_at")
-        .values_list("remote_context_id", flat=True)
-        .first()
-    )
-    return known or context_id
-
-
-def _continued_task(message: dict[str, Any], caller: Agent, target: Agent) -> Task:
-    task_id = str(message["taskId"])
-    task = Task.objects.select_for_update().filter(pk=task_id, addressed_to=target).first()
-    if task is None or task.caller_id != caller.pk:
-        raise NotFound(f"task {task_id} not found")
-    context_id = message.get("contextId")
-    if context_id and context_id != task.context_id:
-        raise ValidationFailed(
-            "contextId does not match the task",
-            [
-                FieldProblem(
-                    "message.contextId",
-                    f"{context_id!r} is not the context of task {task.pk} ({task.context_id!r})",
-                )
-            ],
-        )
-    if task.state in TERMINAL_STATES:
-        raise IllegalTransition(
-            f"task {task.pk} is {task.state}; a task in a terminal state accepts no more messages",
-            details={"taskId": task.pk, "state": task.state},
-        )
-    return task
-
-
-def _skill(hub: dict[str, Any], target: Agent) -> str:
-    if skill := hub.get("skill"):
-        return str(skill)[:200]
-    skills = getattr(target, "skill_ids", None)
-    if skills is None:
-        skills = list(target.skills.values_list("skill_id", flat=True)[:2])
-    return skills[0] if len(skills) == 1 else ""
 
 
 def _hub_fields(task: Task, caller: Agent) -> dict[str, Any]:
@@ -265,7 +136,7 @@ class _Plan:
 
 def _accepted(
     task: Task,
-    message: Message | tuple[Any, ...],
+    message: Message | EarlierCopy,
     *,
     timeout: float,
     created: bool = False,
@@ -276,27 +147,18 @@ def _accepted(
     reason: str = "ok",
     watch_breaker: bool = False,
 ) -> Accepted:
-    """What the dispatcher needs about an accepted message: from its row, or from the
-    (pk, created_at, kind, envelope) of an earlier copy when this one is a retry."""
-    if isinstance(message, Message):
-        pk, created_at, kind, envelope = (
-            message.pk,
-            message.created_at,
-            message.kind,
-            message.envelope,
-        )
-    else:
-        pk, created_at, kind, envelope = message[:4]
+    """What the dispatcher needs about an accepted message: from its row, or from the earlier
+    copy when this one is a retry."""
     return Accepted(
         task_id=task.pk,
         context_id=task.context_id,
         state=task.state,
         created=created,
         duplicate=duplicate,
-        message_pk=pk,
-        message_created_at=created_at,
-        kind=kind,
-        envelope=envelope,
+        message_pk=message.pk,
+        message_created_at=message.created_at,
+        kind=message.kind,
+        envelope=message.envelope,
         trace_id=task.trace_id,
         depth=task.depth,
         timeout=timeout,
@@ -309,39 +171,6 @@ def _accepted(
         skill=task.skill,
         watch_breaker=watch_breaker,
     )
-
-
-def _place(item: Inbound, now: Any, timeout: float, hub: dict[str, Any]) -> tuple[Task, bool, str]:
-    """The task a message goes to: the one it continues, or a new one (not saved yet)."""
-    caller, target, message = item.caller, item.target, item.message
-    if message.get("taskId"):
-        task = _continued_task(message, caller, target)
-        task.deadline = now + timedelta(seconds=timeout)
-        return task, False, task.remote_context_id or task.context_id
-    parent = _parent(str(hub.get("parentTaskId") or item.parent_hint or ""), caller)
-    context_id = str(message.get("contextId") or new_id())
-    remote_context_id = (
-        _remote_context(context_id, target) if message.get("contextId") else context_id
-    )
-    task = new_row(
-        Task,
-        context_id=context_id,
-        state=TaskState.SUBMITTED,
-        status_timestamp=now,
-        caller=caller,
-        target=target,
-        addressed_to=target,
-        skill=_skill(hub, target),
-        parent=parent,
-        root_id=(parent.root_id or parent.pk) if parent else None,
-        depth=parent.depth + 1 if parent else 0,
-        path=[*(parent.path if parent else [caller.slug]), target.slug],
-        trace_id=(parent.trace_id if parent else "")
-        or trace_id_from(item.traceparent)
-        or new_id().replace("-", ""),
-        deadline=now + timedelta(seconds=timeout),
-    )
-    return task, True, remote_context_id
 
 
 def _facts(plan_item: Inbound, task: Task, created: bool, kind: str, envelope: Any) -> Facts:
@@ -429,51 +258,110 @@ def accept_batch(
     """
     results: list[Accepted | HubError | None] = [None] * len(items)
     now = timezone.now()
-    earlier = _earlier(items) if find_duplicates else {}
-    earlier_tasks = Task.objects.in_bulk([found[4] for found in earlier.values()])
+    earlier = message_earlier_copies(keys=_retry_keys(items)) if find_duplicates else {}
+    plans, repeats = _check_and_place(items, now, earlier, results)
+    _judge(plans)
+    _write(plans, now)
+    _settle(plans, results)
+    for repeat in repeats:
+        first = results[repeat.first.index]
+        if isinstance(first, HubError):
+            results[repeat.position] = first
+        else:
+            assert repeat.first.row is not None
+            results[repeat.position] = _accepted(
+                repeat.first.task, repeat.first.row, timeout=repeat.timeout, duplicate=True
+            )
+    return [r for r in results if r is not None]
 
+
+class _Repeat(NamedTuple):
+    """A message sent twice in one batch: the second copy is answered as the first."""
+
+    position: int
+    first: _Plan
+    timeout: float
+
+
+def _retry_keys(items: Sequence[Inbound]) -> set[RetryKey]:
+    return {
+        RetryKey(
+            item.caller.pk,
+            str(item.message.get("messageId")),
+            message_digest(item.message, target_pk=item.target.pk),
+        )
+        for item in items
+        if item.message.get("messageId")
+    }
+
+
+def _check_and_place(
+    items: Sequence[Inbound],
+    now: datetime,
+    earlier: dict[RetryKey, EarlierCopy],
+    results: list[Accepted | HubError | None],
+) -> tuple[list[_Plan], list[_Repeat]]:
+    """Check each message and place it in a task, in order. A retry of an earlier message
+    and a refused message are answered in `results` at once; a second copy within the batch
+    is a `_Repeat` of the first."""
+    earlier_tasks = Task.objects.in_bulk([found.task_id for found in earlier.values()])
     plans: list[_Plan] = []
-    first_in_batch: dict[tuple[int, str, str], _Plan] = {}
-    repeats: list[tuple[int, _Plan, float]] = []
+    first_in_batch: dict[RetryKey, _Plan] = {}
+    repeats: list[_Repeat] = []
     for i, item in enumerate(items):
         try:
-            _check_parts(item.message)
+            message_parts_check(item.message)
             kind, envelope, summary = classify(item.message, default_kind="request")
-            _check_sender(envelope, item.message, item.caller)
+            message_sender_check(envelope, item.message, item.caller)
             hub = hub_metadata(item.message.get("metadata"), item.request_metadata)
-            timeout = _timeout(hub)
+            timeout = message_timeout(hub)
             digest = message_digest(item.message, target_pk=item.target.pk)
-            key = (item.caller.pk, str(item.message["messageId"]), digest)
+            key = RetryKey(item.caller.pk, str(item.message["messageId"]), digest)
             if key in earlier:
                 found = earlier[key]
                 results[i] = _accepted(
-                    earlier_tasks[found[4]], found, timeout=timeout, duplicate=True
+                    earlier_tasks[found.task_id], found, timeout=timeout, duplicate=True
                 )
                 continue
             if key in first_in_batch:
-                repeats.append((i, first_in_batch[key], timeout))
+                repeats.append(_Repeat(i, first_in_batch[key], timeout))
                 continue
-            task, created, remote_context_id = _place(item, now, timeout, hub)
+            placed = message_place(
+                caller=item.caller,
+                target=item.target,
+                message=item.message,
+                hub=hub,
+                parent_hint=item.parent_hint,
+                traceparent=item.traceparent,
+                now=now,
+                timeout=timeout,
+            )
         except HubError as exc:
             results[i] = exc
             continue
         plan = _Plan(
-            i,
-            item,
-            timeout,
-            kind,
-            envelope,
-            summary,
-            hub,
-            task,
-            created,
-            remote_context_id,
-            _facts(item, task, created, kind, envelope),
-            digest,
+            index=i,
+            item=item,
+            timeout=timeout,
+            kind=kind,
+            envelope=envelope,
+            summary=summary,
+            hub=hub,
+            task=placed.task,
+            created=placed.created,
+            remote_context_id=placed.remote_context_id,
+            facts=_facts(item, placed.task, placed.created, kind, envelope),
+            digest=key.digest,
         )
         plans.append(plan)
         first_in_batch[key] = plan
+    return plans, repeats
 
+
+def _judge(plans: list[_Plan]) -> None:
+    """Judge every placed message in one call to the coordinator, and build its row with the
+    decision: a redirected new task goes to the other agent; a refused new task is not
+    kept."""
     verdicts = judge([p.facts for p in plans], [p.item.caller.pk for p in plans])
     timeline.mark_batch("decide")
     for plan, judged in zip(plans, verdicts, strict=True):
@@ -489,6 +377,10 @@ def accept_batch(
         if not keep_task:
             plan.row.task = None
 
+
+def _write(plans: list[_Plan], now: datetime) -> None:
+    """Save the tasks (new ones inserted together), the message rows, and the deliveries to
+    inbox agents."""
     for p in plans:
         if p.task.target.delivery_mode == DeliveryMode.INBOX:
             p.task.deadline = p.inbox_deadline(now)
@@ -516,6 +408,11 @@ def accept_batch(
         ]
     )
 
+
+def _settle(plans: list[_Plan], results: list[Accepted | HubError | None]) -> None:
+    """Answer each judged message in `results`: a refusal, or its Accepted after a hold goes
+    to a human or an answer resumes an inbox agent's task; the traffic is published on
+    commit."""
     items_out: list[TrafficItem] = []
     tasks_out: dict[str, int] = {}
     for p in plans:
@@ -544,95 +441,6 @@ def accept_batch(
             watch_breaker=p.judged.watch_breaker,
         )
     publish_traffic_on_commit(items_out, tasks_out)
-    for i, first, timeout in repeats:
-        if isinstance(results[first.index], HubError):
-            results[i] = results[first.index]
-        else:
-            assert first.row is not None
-            results[i] = _accepted(first.task, first.row, timeout=timeout, duplicate=True)
-    return [r for r in results if r is not None]
-
-
-def _earlier(items: Sequence[Inbound]) -> dict[tuple[int, str, str], tuple[Any, ...]]:
-    """Messages these items repeat (same sender, messageId and digest), by (sender pk,
-    messageId, digest)."""
-    keys = {
-        (
-            item.caller.pk,
-            str(item.message.get("messageId")),
-            message_digest(item.message, target_pk=item.target.pk),
-        )
-        for item in items
-        if item.message.get("messageId")
-    }
-    if not keys:
-        return {}
-    earlier = {}
-    for found in (
-        Message.objects.filter(
-            direction=Direction.REQUEST,
-            sender_id__in={k[0] for k in keys},
-            message_id__in={k[1] for k in keys},
-            digest__in={k[2] for k in keys},
-        )
-        .exclude(decision=Decision.REJECT)
-        .values_list(
-            "pk", "created_at", "kind", "envelope", "task_id", "sender_id", "message_id", "digest"
-        )
-    ):
-        if (found[5], found[6], found[7]) in keys and found[4] is not None:
-            earlier[(found[5], found[6], found[7])] = found
-    return earlier
-
-
-def request_answered_by(*, caller: Agent, target: Agent, message: dict[str, Any]) -> str | None:
-    """The task of the request a `response` message answers (seed 004 `sendA2AResponse`): a
-    request from `target` to `caller` with the response's correlationId. None when the message
-    is not a response, or answers nothing the hub saw."""
-    indexes = envelope_part_indexes(message)
-    if not indexes:
-        return None
-    data = message["parts"][indexes[0]].get("data")
-    if not isinstance(data, dict) or data.get("kind") != "response":
-        return None
-    correlation_id = str(data.get("correlationId") or "")
-    if not correlation_id:
-        return None
-    found: str | None = (
-        Message.objects.filter(
-            direction=Direction.REQUEST,
-            sender=target,
-            target=caller,
-            correlation_id=correlation_id[:128],
-            task__isnull=False,
-        )
-        .order_by("-pk")
-        .values_list("task_id", flat=True)
-        .first()
-    )
-    return found
-
-
-def message_duplicate_view(*, task_id: str, history_length: int | None) -> dict[str, Any]:
-    task = Task.objects.get(pk=task_id)
-    return task_view(task, history_length=history_length)
-
-
-def message_retry_answer(
-    *, task_id: str, request_pk: int, history_length: int | None
-) -> tuple[str, dict[str, Any]]:
-    """What a retry of a request gets back: ("message", the Message the endpoint agent
-    answered it with, exactly as the first call returned it), or ("task", the task as it is
-    now, `message_duplicate_view`)."""
-    task = Task.objects.get(pk=task_id)
-    direct = Message.objects.filter(
-        task=task, direction=Direction.REPLY, in_reply_to_id=request_pk
-    ).first()
-    if direct is None:
-        return "task", task_view(task, history_length=history_length)
-    view = message_view(direct, task)
-    del view["taskId"]
-    return "message", view
 
 
 def queued_delivery(message: Message, task: Task) -> tuple[Accepted, dict[str, Any]]:

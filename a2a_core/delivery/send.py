@@ -1,0 +1,276 @@
+"""SendMessage: accept, deliver, record, answer.
+
+Every call is committed before anything is delivered. Endpoint agents are called with the
+a2a-sdk client; what they answer is recorded and relayed in the hub's ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from a2a.types.a2a_pb2 import Message, SendMessageRequest, Task
+from a2a.utils.errors import UnsupportedOperationError
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from a2a_core import metrics, timeline, tracing
+from a2a_core.asyncdb import db
+from a2a_core.delivery.accept import accept, deliver_to, inline_push, save_inline_push
+from a2a_core.delivery.agent_errors import AgentRefused, AgentTimeout, NoSlotInTime
+from a2a_core.delivery.calls import (
+    UNFINISHED,
+    Call,
+    checked_history_length,
+    fail,
+    forward_headers,
+    forwarded,
+    forwarded_metadata,
+    message_ref,
+    outcome,
+    record,
+    relayed_refusal,
+    request_metadata,
+    wire_task,
+)
+from a2a_core.delivery.endpoint import forwarder
+from a2a_core.delivery.follow import follow as follow_to_end
+from a2a_core.delivery.pump import start_pump
+from a2a_core.delivery.slots import Dequeued
+from a2a_core.delivery.streams import follow, trace_inbox_forward
+from a2a_core.errors import PolicyRejected, TargetUnavailable
+from a2a_core.models import Agent, DeliveryMode, TaskState
+from a2a_core.schemas.a2a import HUB_METADATA
+from a2a_core.selectors.message_retries import (
+    message_duplicate_view,
+    message_retry_answer,
+    request_answered_by,
+)
+from a2a_core.services.fanout import NotFanOut, fanout_accept
+from a2a_core.services.messages import Accepted
+from a2a_core.services.tasks import Reply, Report, Snapshot
+from a2a_core.storage.policy_state import retry_seconds
+
+
+async def send_message(call: Call, request: SendMessageRequest) -> Task | Message:
+    """Blocking: answer when the task is done or needs input. `returnImmediately`: answer at
+    once with the submitted task while the hub delivers it in the background. A message the
+    policy holds is answered at once too: its task waits, auth-required, for a human. Sent to
+    the hub itself, a broadcast or knowledge share is fanned out and answered with a Message
+    listing where it went. A retry of a message (see `accept_batch`) is answered as the
+    first call was (`_answer_retry`)."""
+    if call.target is None:
+        return await _fan_out(call, request)
+    config = request.configuration
+    history_length = checked_history_length(
+        config.history_length, config.HasField("history_length")
+    )
+    answered = await _answer_to_request(call, request.message)
+    if answered is not None:
+        return answered
+    push_config = await inline_push(request)
+    accepted = await accept(call, request)
+    timeline.mark("commit")
+    await save_inline_push(call, request, accepted, push_config)
+    if accepted.duplicate:
+        return await _answer_retry(
+            accepted, blocking=not config.return_immediately, history_length=history_length
+        )
+    if accepted.decision == "hold":
+        view = await db(
+            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
+        )
+        return wire_task(view)
+    target = await deliver_to(call, accepted)
+    if target.delivery_mode == DeliveryMode.INBOX:
+        trace_inbox_forward(target, accepted)
+        if not config.return_immediately:
+            await _await_answer(accepted)
+        view = await db(
+            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
+        )
+        return wire_task(view)
+    modes = list(config.accepted_output_modes)
+    if config.return_immediately:
+        start_pump(
+            call,
+            target,
+            accepted,
+            request.message,
+            accepted_output_modes=modes,
+            metadata=forwarded_metadata(request_metadata(request), accepted),
+        )
+        view = await db(
+            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
+        )
+        return wire_task(view)
+    return await _forward_blocking(call, target, accepted, request, history_length, modes)
+
+
+def _reply(answer: Message, accepted: Accepted) -> Message:
+    """An agent's direct answer as the caller sees it: the hub's context, no task."""
+    reply = Message()
+    reply.CopyFrom(answer)
+    reply.context_id = accepted.context_id
+    reply.task_id = ""
+    if HUB_METADATA in reply.metadata:
+        del reply.metadata[HUB_METADATA]
+    return reply
+
+
+async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
+    started = tracing.now()
+    try:
+        result = await db(
+            fanout_accept,
+            caller=call.caller,
+            message=MessageToDict(request.message),
+            request_metadata=MessageToDict(request.metadata)
+            if request.HasField("metadata")
+            else {},
+            traceparent=call.headers.get("traceparent", ""),
+        )
+    except NotFanOut as exc:
+        raise UnsupportedOperationError(exc.message) from None
+    tracing.fanned_out(
+        trace_id=result.trace_id,
+        message_pk=result.message_pk,
+        decision="reject" if result.refusal is not None else "deliver",
+        reason=result.refusal.reason if result.refusal is not None else "fan_out",
+        started=started,
+        retry=result.duplicate,
+    )
+    if not result.duplicate:
+        for entry in result.deliveries:
+            metrics.decided(entry["decision"], entry["reason"])
+    if result.refusal is not None:
+        refusal = result.refusal
+        if refusal.retry_after is not None:
+            call.response_headers["Retry-After"] = str(retry_seconds(refusal.retry_after))
+        raise PolicyRejected(
+            f"refused by the hub's policy for every recipient: {refusal.detail}",
+            reason=refusal.reason,
+            retry_after=refusal.retry_after,
+        )
+    return ParseDict(
+        {
+            "messageId": result.answer_id,
+            "role": "ROLE_AGENT",
+            "contextId": result.context_id,
+            "parts": [
+                {"text": result.summary()},
+                {
+                    "data": {"deliveries": result.deliveries, "unknown": result.unknown},
+                    "mediaType": "application/json",
+                },
+            ],
+        },
+        Message(),
+    )
+
+
+async def _answer_retry(
+    accepted: Accepted, *, blocking: bool, history_length: int | None
+) -> Task | Message:
+    """A retry gets what the first call answered: the agent's direct Message again, or the
+    task as it is now. A blocking retry of a call still in flight waits like the first call
+    (at most the call's timeout) for the task to end or need input, rather than answering
+    with the task as it was submitted."""
+    if blocking:
+        await _await_answer(accepted)
+    answer = await db(
+        message_retry_answer,
+        task_id=accepted.task_id,
+        request_pk=accepted.message_pk,
+        history_length=history_length,
+    )
+    if answer.kind == "message":
+        return ParseDict(answer.view, Message())
+    return wire_task(answer.view)
+
+
+async def _answer_to_request(call: Call, message: Message) -> Task | None:
+    """A `response` envelope answering a request the target sent the caller earlier: it
+    completes that request's task (or is recorded late on it) instead of starting a new one."""
+    if call.target is None or not any(part.HasField("data") for part in message.parts):
+        return None
+    wire = MessageToDict(message)
+    task_id = await db(request_answered_by, caller=call.caller, target=call.target, message=wire)
+    if task_id is None:
+        return None
+    call.learned.update(task_id=task_id)
+    answer = {**wire, "role": "ROLE_AGENT"}
+    answer.pop("taskId", None)
+    answer.pop("contextId", None)
+    await record(
+        Report(task_id, call.caller.pk, status={"state": "TASK_STATE_COMPLETED", "message": answer})
+    )
+    return wire_task(await db(message_duplicate_view, task_id=task_id, history_length=None))
+
+
+async def _await_answer(accepted: Accepted) -> None:
+    """Wait (at most the call's timeout) until an inbox agent's task ends or needs input. The
+    agent may take longer: the caller then gets the task as it is and follows it."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(accepted.timeout):
+            async for _ in follow(accepted.task_id, after=0, stop_on_interrupt=True):
+                pass
+
+
+async def _forward_blocking(
+    call: Call,
+    target: Agent,
+    accepted: Accepted,
+    request: SendMessageRequest,
+    history_length: int | None,
+    output_modes: list[str],
+) -> Task | Message:
+    timeline.mark("forward")
+    answers = forwarder().send(
+        target,
+        forwarded(request.message, accepted),
+        streaming=False,
+        headers=forward_headers(call, target, accepted),
+        wait_seconds=accepted.timeout,
+        accepted_output_modes=output_modes,
+        task_id=accepted.task_id,
+        metadata=forwarded_metadata(request_metadata(request), accepted),
+    )
+    try:
+        async with contextlib.aclosing(answers):
+            async for answer in answers:
+                timeline.mark("answered")
+                await outcome(target, accepted, True)
+                if answer.HasField("message"):
+                    reply = MessageToDict(answer.message)
+                    await record(Reply(accepted.task_id, reply, message_ref(accepted)))
+                    timeline.mark("record")
+                    return _reply(answer.message, accepted)
+                remote = MessageToDict(answer.task)
+                view = await record(
+                    Snapshot(accepted.task_id, remote, history_length, message_ref(accepted))
+                )
+                timeline.mark("record")
+                if view["status"]["state"] in UNFINISHED:
+                    await follow_to_end(accepted.task_id)
+                return wire_task(view)
+        raise TargetUnavailable(f"{target.slug} answered nothing")
+    except Dequeued:
+        # Canceled while it waited for a slot: the task is already as the cancel left it.
+        return wire_task(await fail(accepted.task_id, "canceled", TaskState.CANCELED))
+    except NoSlotInTime as exc:
+        return wire_task(await fail(accepted.task_id, exc.message))
+    except AgentTimeout as exc:
+        await outcome(target, accepted, False)
+        return wire_task(await fail(accepted.task_id, exc.message))
+    except AgentRefused as exc:
+        await outcome(target, accepted, True)
+        await fail(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
+        raise relayed_refusal(target, exc) from None
+    except TargetUnavailable as exc:
+        await outcome(target, accepted, False)
+        await fail(accepted.task_id, f"{target.slug} {exc.message}")
+        # The same kind of failure (unreachable, failed, not A2A), in the agent's name.
+        raise type(exc)(
+            f"{target.slug} {exc.message}",
+            details={"agent": target.slug, "taskId": accepted.task_id},
+        ) from None
