@@ -16,183 +16,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.schemas.policy import ANY, parse_policy
-
-# A cell's own rules in the order clicks go through them, starting from the opposite of what
-# the cell inherits and skipping what it inherits; then back to no rule of its own.
-OWN_ACTIONS = ("allow", "deny", "approve")
-OPPOSITE = {"allow": "deny", "deny": "allow", "approve": "deny"}
-LIMITS = (
-    ("perMinute", "Messages per minute"),
-    ("perHour", "Messages per hour"),
-    ("concurrent", "Tasks in flight"),
-    ("incomingPerMinute", "Incoming per minute"),
-    ("incomingConcurrent", "Incoming calls at once"),
-    ("inboxQueue", "Inbox queue"),
-    ("questionDeadlineSeconds", "Question deadline (s)"),
+from dashboard.policy_form import (
+    APPROVALS,
+    LABELS,
+    LIMITS,
+    MAX_ROWS,
+    OPPOSITE,
+    OVERRIDES,
+    OWN_ACTIONS,
+    REDIRECTS,
+    RULES,
+    SECTIONS,
+    SLUG,
+    Cell,
+    Input,
+    Row,
+    Section,
+    as_text,
+    friendly,
+    nullable_number,
+    prefixed,
+    words,
 )
-# What a blank input means, where it is not "no limit".
-BLANKS = {
-    "questionDeadlineSeconds": "hub default",
-    "deadlineSeconds": "as for questions",
-}
-LABELS = dict(LIMITS)
-ACTION_LABELS = (("allow", "allow"), ("deny", "deny"), ("approve", "needs approval"))
-PRIORITIES = ("low", "normal", "high", "urgent")
-UNAVAILABLE = ("suspended", "circuit_open", "offline")
-MAX_ROWS = 1000
-SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-
-
-@dataclass(frozen=True)
-class Section:
-    """Rows of one kind: inputs are named `<name>-<row>-<field>`; `multi` fields are
-    checkbox groups."""
-
-    name: str
-    fields: tuple[str, ...]
-    multi: tuple[str, ...] = ()
-    # The fields whose being filled in makes a row more than a blank one.
-    content: tuple[str, ...] = ()
-
-
-RULES = Section(
-    "rule",
-    ("caller", "target", "action", "kinds", "skills"),
-    content=("caller", "target", "kinds", "skills"),
-)
-OVERRIDES = Section(
-    "override", ("agent", *(name for name, _ in LIMITS)), content=("agent", *(n for n, _ in LIMITS))
-)
-APPROVALS = Section(
-    "approval",
-    (
-        "name",
-        "kinds",
-        "skills",
-        "priorities",
-        "callers",
-        "targets",
-        "deadlineSeconds",
-        "timeoutOutcome",
-    ),
-    multi=("priorities",),
-    content=("name", "kinds", "skills", "priorities", "callers", "targets"),
-)
-REDIRECTS = Section(
-    "redirect", ("targets", "when", "to"), multi=("when",), content=("targets", "when", "to")
-)
-SECTIONS = {s.name: s for s in (RULES, OVERRIDES, APPROVALS, REDIRECTS)}
-
-
-@dataclass
-class Input:
-    """One input: its name in the form, what it holds, and what is wrong with it."""
-
-    name: str
-    value: str = ""
-    # For a checkbox group: the boxes ticked.
-    chosen: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    label: str = ""
-
-    @property
-    def blank(self) -> str:
-        """What leaving it blank means (its placeholder)."""
-        return BLANKS.get(self.name.rsplit("-", 1)[-1].rsplit(".", 1)[-1], "no limit")
-
-
-@dataclass
-class Row:
-    """One row of a section; the template reads its inputs as `row.caller`, `row.kinds`..."""
-
-    key: str
-    inputs: dict[str, Input]
-    errors: list[str] = field(default_factory=list)
-
-    def __getitem__(self, name: str) -> Input:
-        return self.inputs[name]
-
-    @property
-    def limits(self) -> list[Input]:
-        """An override row's limit inputs, in the order of the global ones."""
-        return [self.inputs[name] for name, _ in LIMITS if name in self.inputs]
-
-    def filled(self, section: Section) -> bool:
-        return any(self.inputs[f].value.strip() or self.inputs[f].chosen for f in section.content)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A grid cell: the action for the pair, and whether it is the pair's own rule."""
-
-    caller: str
-    target: str
-    action: str
-    own: bool
-    why: str
-    # Rules with kinds or skills for this very pair (listed below the grid).
-    narrower: int = 0
-
-    @property
-    def self_pair(self) -> bool:
-        return self.caller == self.target and self.caller != ANY
-
-    @property
-    def pair(self) -> str:
-        return f"{self.caller} {self.target}"
-
-
-def _words(value: str) -> list[str]:
-    return [word for word in re.split(r"[,\s]+", value) if word]
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _prefixed(where: str, message: str) -> str:
-    return f"{where}: {message}" if where else message
-
-
-def _number(value: str) -> str | None:
-    """A nullable number: blank is None ("no limit", or see BLANKS); anything else goes to the
-    schema as typed."""
-    value = value.strip()
-    return value or None
-
-
-# pydantic's wording -> the editor's
-PLAINER = (
-    (re.compile(r"^Input should be greater than or equal to (\S+)$"), r"at least \1"),
-    (re.compile(r"^Input should be less than or equal to (\S+)$"), r"at most \1"),
-    (re.compile(r"^Input should be greater than (\S+)$"), r"more than \1"),
-    (re.compile(r"^Input should be a valid integer.*"), "a whole number"),
-    (re.compile(r"^Input should be a valid number.*"), "a number"),
-    (
-        re.compile(r"^String should match pattern.*"),
-        "an agent id: a-z, 0-9, - and _ (or * for any)",
-    ),
-)
-
-
-def _friendly(message: str, *, blank: bool) -> str:
-    message = message.removeprefix("Value error, ")
-    if blank and any(w in message for w in ("valid integer", "valid number", "at least 1 char")):
-        return "required"
-    for pattern, plainer in PLAINER:
-        message = pattern.sub(plainer, message)
-    return message
 
 
 class PolicyDraft:
@@ -234,12 +83,12 @@ class PolicyDraft:
         draft.routing.value = "on" if doc["routingEnabled"] else "off"
         draft.default_action.value = doc["defaultAction"]
         for limit in draft.limits:
-            limit.value = _text(doc["limits"][limit.name.split(".", 1)[1]])
-        draft.max_hops.value = _text(doc["maxHops"])
+            limit.value = as_text(doc["limits"][limit.name.split(".", 1)[1]])
+        draft.max_hops.value = as_text(doc["maxHops"])
         draft.loop_detection.value = "on" if doc["loopDetection"] else ""
         draft.breaker_enabled.value = "on" if doc["breaker"]["enabled"] else ""
-        draft.breaker_threshold.value = _text(doc["breaker"]["failureThreshold"])
-        draft.breaker_cooldown.value = _text(doc["breaker"]["cooldownSeconds"])
+        draft.breaker_threshold.value = as_text(doc["breaker"]["failureThreshold"])
+        draft.breaker_cooldown.value = as_text(doc["breaker"]["cooldownSeconds"])
         for rule in doc["matrix"]:
             pair = (rule["caller"], rule["target"])
             if rule["kinds"] or rule["skills"]:
@@ -302,7 +151,7 @@ class PolicyDraft:
             if name in section.multi:
                 made.chosen = [str(v) for v in (value or [])]
             else:
-                made.value = str(value or "")[:2000] if raw else _text(value)
+                made.value = str(value or "")[:2000] if raw else as_text(value)
             inputs[name] = made
             self.inputs[made.name] = made
         row = Row(key=key, inputs=inputs)
@@ -384,8 +233,8 @@ class PolicyDraft:
                     "caller": row["caller"].value.strip(),
                     "target": row["target"].value.strip(),
                     "action": row["action"].value,
-                    "kinds": _words(row["kinds"].value),
-                    "skills": _words(row["skills"].value),
+                    "kinds": words(row["kinds"].value),
+                    "skills": words(row["skills"].value),
                 }
             )
         for (caller, target), action in self.cells.items():
@@ -397,7 +246,7 @@ class PolicyDraft:
             origin[f"agentLimits.{slug}"] = row.key
             for name, _ in LIMITS:
                 origin[f"agentLimits.{slug}.{name}"] = row[name].name
-            agent_limits[slug] = {name: _number(row[name].value) for name, _ in LIMITS}
+            agent_limits[slug] = {name: nullable_number(row[name].value) for name, _ in LIMITS}
         approvals: list[dict[str, Any]] = []
         for row in self._filled(APPROVALS):
             where = f"approvals.{len(approvals)}"
@@ -407,12 +256,12 @@ class PolicyDraft:
             approvals.append(
                 {
                     "name": row["name"].value.strip(),
-                    "kinds": _words(row["kinds"].value),
-                    "skills": _words(row["skills"].value),
+                    "kinds": words(row["kinds"].value),
+                    "skills": words(row["skills"].value),
                     "priorities": row["priorities"].chosen,
-                    "callers": _words(row["callers"].value),
-                    "targets": _words(row["targets"].value),
-                    "deadlineSeconds": _number(row["deadlineSeconds"].value),
+                    "callers": words(row["callers"].value),
+                    "targets": words(row["targets"].value),
+                    "deadlineSeconds": nullable_number(row["deadlineSeconds"].value),
                     "timeoutOutcome": row["timeoutOutcome"].value,
                 }
             )
@@ -424,16 +273,18 @@ class PolicyDraft:
                 origin[f"{where}.{name}"] = row[name].name
             redirects.append(
                 {
-                    "targets": _words(row["targets"].value) or [ANY],
+                    "targets": words(row["targets"].value) or [ANY],
                     "when": row["when"].chosen,
-                    "to": _words(row["to"].value),
+                    "to": words(row["to"].value),
                 }
             )
         return {
             "routingEnabled": self.routing.value != "off",
             "defaultAction": self.default_action.value,
             "matrix": matrix,
-            "limits": {limit.name.split(".", 1)[1]: _number(limit.value) for limit in self.limits},
+            "limits": {
+                limit.name.split(".", 1)[1]: nullable_number(limit.value) for limit in self.limits
+            },
             "agentLimits": agent_limits,
             "maxHops": self.max_hops.value.strip(),
             "loopDetection": bool(self.loop_detection.value),
@@ -500,8 +351,8 @@ class PolicyDraft:
                     )
 
         for row in self._filled(RULES):
-            unknown(row["caller"], _words(row["caller"].value))
-            unknown(row["target"], _words(row["target"].value))
+            unknown(row["caller"], words(row["caller"].value))
+            unknown(row["target"], words(row["target"].value))
         seen: set[str] = set()
         for row in self._filled(OVERRIDES):
             slug = row["agent"].value.strip()
@@ -517,11 +368,11 @@ class PolicyDraft:
                 unknown(row["agent"], [slug], one_agent=True)
             seen.add(slug)
         for row in self._filled(APPROVALS):
-            unknown(row["callers"], _words(row["callers"].value))
-            unknown(row["targets"], _words(row["targets"].value))
+            unknown(row["callers"], words(row["callers"].value))
+            unknown(row["targets"], words(row["targets"].value))
         for row in self._filled(REDIRECTS):
-            unknown(row["targets"], _words(row["targets"].value))
-            unknown(row["to"], _words(row["to"].value), one_agent=True)
+            unknown(row["targets"], words(row["targets"].value))
+            unknown(row["to"], words(row["to"].value), one_agent=True)
         return problems
 
     # --- problems -----------------------------------------------------------------------------
@@ -535,13 +386,13 @@ class PolicyDraft:
         for problem in problems:
             name, rest = self._trace(problem.field)
             if name in rows:
-                rows[name].errors.append(_prefixed(rest, _friendly(problem.message, blank=False)))
+                rows[name].errors.append(prefixed(rest, friendly(problem.message, blank=False)))
             elif name in self.inputs:
                 found = self.inputs[name]
                 blank = not rest and not found.value.strip()
-                found.errors.append(_prefixed(rest, _friendly(problem.message, blank=blank)))
+                found.errors.append(prefixed(rest, friendly(problem.message, blank=blank)))
             else:
-                self.errors.append(_prefixed(name, _friendly(problem.message, blank=False)))
+                self.errors.append(prefixed(name, friendly(problem.message, blank=False)))
 
     def _trace(self, path: str) -> tuple[str, str]:
         """(input or row name, what is left of the path) for a problem's path."""

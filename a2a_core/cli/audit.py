@@ -24,11 +24,9 @@ from django.utils import timezone
 from a2a_core.cli.output import acting, fail
 from a2a_core.models import Decision
 from a2a_core.schemas.envelopes import canonical_kind, valid_kinds_text
-from a2a_core.selectors.audit import (
+from a2a_core.selectors.audit import AuditFilter, Position, agent_ids
+from a2a_core.selectors.audit_export import (
     EXPORT_CHUNK,
-    AuditFilter,
-    Position,
-    agent_ids,
     audit_count,
     audit_log_chunk,
     audit_log_since,

@@ -1,4 +1,5 @@
-"""Reads for the audit: search every message the hub recorded, a page at a time; export it.
+"""Reads for the audit: search every message the hub recorded, a page at a time (its exports
+are `a2a_core.selectors.audit_export`).
 
 Pages are keyset-paginated on (created_at, id), newest first, with no COUNT and no OFFSET, so
 the first page costs the same over a thousand messages or a million. Each filter narrows the
@@ -10,16 +11,13 @@ the other filters let through, from where the page starts) and says where it sto
 from __future__ import annotations
 
 import base64
-import functools
-import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db.models import (
     BooleanField,
-    Count,
     Exists,
     ExpressionWrapper,
     OuterRef,
@@ -30,19 +28,11 @@ from django.db.models import (
 
 from a2a_core.errors import FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import (
-    TERMINAL_STATES,
     Agent,
-    Artifact,
-    Decision,
     Delivery,
-    Escalation,
     Message,
     Task,
-    TaskEvent,
-    TaskState,
 )
-from a2a_core.schemas.a2a import text_of
-from a2a_core.schemas.envelopes import envelope_files, parse_envelope
 from a2a_core.selectors.task_wire import iso, message_view
 from a2a_core.selectors.traffic import ROW_RELATIONS, message_rows
 
@@ -50,8 +40,6 @@ PAGE_SIZE = 50
 # A text search looks through this many messages per page, read this many at a time.
 TEXT_WINDOW = 10_000
 TEXT_CHUNK = 2_500
-# Exports read this many messages per query, so no export ever holds more in memory.
-EXPORT_CHUNK = 1_000
 # A task state with at most this many tasks is searched from the tasks' side.
 RARE_STATE_TASKS = 1_000
 
@@ -126,7 +114,7 @@ def agent_ids(slugs: Sequence[str]) -> dict[str, int]:
     return dict(Agent.objects.filter(slug__in=wanted).values_list("slug", "pk"))
 
 
-def _conditions(filters: AuditFilter, *, text: bool) -> list[Q]:
+def filter_conditions(filters: AuditFilter, *, text: bool) -> list[Q]:
     """Conditions whose union is the filtered set, each one walkable down one index in
     (created_at, id) order. `text`: match the free text here too (else the caller does)."""
     where = Q()
@@ -155,8 +143,8 @@ def _conditions(filters: AuditFilter, *, text: bool) -> list[Q]:
     return [where & Q(sender_id=filters.agent_id), where & Q(target_id=filters.agent_id)]
 
 
-def _matching(filters: AuditFilter, *, text: bool) -> list[QuerySet[Message]]:
-    return [Message.objects.filter(where) for where in _conditions(filters, text=text)]
+def matching(filters: AuditFilter, *, text: bool) -> list[QuerySet[Message]]:
+    return [Message.objects.filter(where) for where in filter_conditions(filters, text=text)]
 
 
 def _in_task_state(state: str) -> Q:
@@ -170,7 +158,7 @@ def _in_task_state(state: str) -> Q:
     return Q(Exists(tasks.filter(pk=OuterRef("task_id"))))
 
 
-def _beyond(rows: QuerySet[Message], position: Position, *, newer: bool) -> QuerySet[Message]:
+def beyond(rows: QuerySet[Message], position: Position, *, newer: bool) -> QuerySet[Message]:
     moment, pk = position
     # The plain range condition lets the database start the index scan at `moment`.
     if newer:
@@ -178,7 +166,7 @@ def _beyond(rows: QuerySet[Message], position: Position, *, newer: bool) -> Quer
     return rows.filter(created_at__lte=moment).filter(Q(created_at__lt=moment) | Q(pk__lt=pk))
 
 
-def _walk(
+def walk(
     querysets: list[QuerySet[Message]],
     start: Position | None,
     *,
@@ -192,7 +180,7 @@ def _walk(
     order = ("created_at", "pk") if newer else ("-created_at", "-pk")
     for rows in querysets:
         if start is not None:
-            rows = _beyond(rows, start, newer=newer)
+            rows = beyond(rows, start, newer=newer)
         if text:
             hit = ExpressionWrapper(Q(summary__icontains=text), output_field=BooleanField())
             picked = rows.annotate(hit=hit).order_by(*order).values_list("created_at", "pk", "hit")
@@ -210,7 +198,7 @@ def audit_page(
     """One page of the filtered messages, newest first, and the cursors of its neighbours."""
     newer = cursor.newer if cursor else False
     start = cursor.position if cursor else None
-    querysets = _matching(filters, text=False)
+    querysets = matching(filters, text=False)
     budget = TEXT_WINDOW if filters.text else limit + 1
     hits: list[Position] = []
     position = start
@@ -218,7 +206,7 @@ def audit_page(
     exhausted = False
     while len(hits) <= limit and scanned < budget:
         size = min(TEXT_CHUNK if filters.text else limit + 1, budget - scanned)
-        chunk = _walk(querysets, position, newer=newer, size=size, text=filters.text)
+        chunk = walk(querysets, position, newer=newer, size=size, text=filters.text)
         for moment, pk, matches in chunk:
             scanned += 1
             position = (moment, pk)
@@ -330,251 +318,3 @@ def message_document(message: Message) -> dict[str, Any]:
         if task
         else None,
     }
-
-
-# --- exports --------------------------------------------------------------------------------
-
-
-def _files(envelope: dict[str, Any] | None) -> list[str]:
-    if not envelope:
-        return []
-    try:
-        return envelope_files(parse_envelope(envelope))
-    except ValidationFailed:
-        return []
-
-
-def _sender(slug: str | None, username: str | None) -> str | None:
-    """Who spoke: an agent's slug, or `human:<username>` for a person answering through the hub."""
-    if slug:
-        return slug
-    return f"human:{username}" if username else None
-
-
-_LOG_FIELDS = (
-    "pk",
-    "message_id",
-    "created_at",
-    "sender__slug",
-    "author__username",
-    "target__slug",
-    "recipients",
-    "kind",
-    "summary",
-    "envelope",
-    "responded_at",
-    "latency_ms",
-    "decision",
-    "decision_reason",
-    "decision_detail",
-    "task_id",
-    "context_id",
-)
-
-
-def _log_line(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A message as one line of the A2A traffic log (seed 000's schema, plus the hub's ids)."""
-    return {
-        "timestamp": iso(row["created_at"]),
-        "from": _sender(row["sender__slug"], row["author__username"]),
-        "to": row["target__slug"] or ",".join(row["recipients"] or []),
-        "type": row["kind"],
-        "messageSummary": row["summary"],
-        "files": _files(row["envelope"]),
-        "responseReceived": row["responded_at"] is not None,
-        "latencyMs": row["latency_ms"],
-        "coordinatorAction": {
-            "action": row["decision"],
-            "reason": row["decision_reason"],
-            "detail": row["decision_detail"],
-        },
-        "messageId": row["message_id"],
-        "taskId": row["task_id"],
-        "contextId": row["context_id"] or None,
-    }
-
-
-def _log_entries(
-    positions: list[tuple[datetime, int, bool]],
-) -> list[tuple[Position, dict[str, Any]]]:
-    rows = {
-        row["pk"]: row
-        for row in Message.objects.filter(pk__in=[p for _, p, _ in positions]).values(*_LOG_FIELDS)
-    }
-    return [((moment, pk), _log_line(rows[pk])) for moment, pk, _ in positions if pk in rows]
-
-
-def audit_log_chunk(
-    *, filters: AuditFilter, after: Position | None, size: int = EXPORT_CHUNK
-) -> tuple[list[dict[str, Any]], Position | None]:
-    """The next `size` filtered messages after `after` as log lines, oldest first, and where
-    the next chunk starts (None: this was the last)."""
-    positions = _walk(_matching(filters, text=True), after, newer=True, size=size)
-    if not positions:
-        return [], None
-    lines = [line for _, line in _log_entries(positions)]
-    onward = positions[-1][:2] if len(positions) == size else None
-    return lines, onward
-
-
-def audit_log_since(
-    *, filters: AuditFilter, after: Position | None, size: int = EXPORT_CHUNK
-) -> list[tuple[Position, dict[str, Any]]]:
-    """Up to `size` filtered messages after `after` (all of them from the start when None),
-    oldest first, each with its position, as log lines."""
-    return _log_entries(_walk(_matching(filters, text=True), after, newer=True, size=size))
-
-
-def audit_log_tail(*, filters: AuditFilter, size: int) -> list[tuple[Position, dict[str, Any]]]:
-    """The `size` newest filtered messages, oldest first, each with its position."""
-    newest = _walk(_matching(filters, text=True), None, newer=False, size=size)
-    return _log_entries(list(reversed(newest)))
-
-
-def audit_count(*, filters: AuditFilter) -> int:
-    """How many messages the filters match (for an export's progress)."""
-    conditions = _conditions(filters, text=True)
-    return Message.objects.filter(functools.reduce(operator.or_, conditions)).count()
-
-
-def _parts_data(parts: list[Any]) -> list[Any]:
-    return [p["data"] for p in parts if isinstance(p, dict) and "data" in p]
-
-
-def _turn(row: Mapping[str, Any]) -> dict[str, Any]:
-    parts = row["parts"] or []
-    return {
-        "role": row["role"],
-        "from": _sender(row["sender__slug"], row["author__username"]),
-        "text": text_of(parts),
-        "data": _parts_data(parts),
-    }
-
-
-_TASK_FIELDS = (
-    "pk",
-    "context_id",
-    "state",
-    "reason",
-    "skill",
-    "parent_id",
-    "depth",
-    "created_at",
-    "status_timestamp",
-    "target__slug",
-    "caller__slug",
-)
-
-
-def _training_examples(task_ids: list[str]) -> list[dict[str, Any]]:
-    """Each task's conversation, outcome and quality signals (seed 003 UC-6), in `task_ids`
-    order."""
-    tasks = {row["pk"]: row for row in Task.objects.filter(pk__in=task_ids).values(*_TASK_FIELDS)}
-    ids = list(tasks)
-    turns: dict[str, list[dict[str, Any]]] = {pk: [] for pk in ids}
-    for row in (
-        Message.objects.filter(task_id__in=ids)
-        .exclude(decision=Decision.REJECT)
-        .order_by("task_id", "created_at", "pk")
-        .values("task_id", "role", "parts", "sender__slug", "author__username")
-    ):
-        turns[row["task_id"]].append(_turn(row))
-    artifacts: dict[str, list[dict[str, Any]]] = {pk: [] for pk in ids}
-    for task_id, name, parts in (
-        Artifact.objects.filter(task_id__in=ids)
-        .order_by("created_at", "pk")
-        .values_list("task_id", "name", "parts")
-    ):
-        artifacts[task_id].append(
-            {"name": name, "text": text_of(parts), "data": _parts_data(parts)}
-        )
-    escalations = dict(
-        Escalation.objects.filter(task_id__in=ids)
-        .values("task_id")
-        .annotate(n=Count("pk"))
-        .values_list("task_id", "n")
-    )
-    interrupted = set(
-        TaskEvent.objects.filter(
-            task_id__in=ids, state__in=[TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED]
-        ).values_list("task_id", flat=True)
-    )
-    examples = []
-    for pk in task_ids:
-        if (task := tasks.get(pk)) is None:
-            continue
-        duration = task["status_timestamp"] - task["created_at"]
-        examples.append(
-            {
-                "taskId": pk,
-                "contextId": task["context_id"],
-                "messages": turns[pk],
-                "outcome": {
-                    "state": task["state"],
-                    "error": (task["reason"] or None)
-                    if task["state"] in (TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELED)
-                    else None,
-                    "artifacts": artifacts[pk],
-                },
-                "metadata": {
-                    "agent": task["target__slug"],
-                    "caller": task["caller__slug"],
-                    "skill": task["skill"],
-                    "successful": task["state"] == TaskState.COMPLETED,
-                    "durationMs": round(duration.total_seconds() * 1000)
-                    if task["state"] in TERMINAL_STATES
-                    else None,
-                    "requiredHumanInput": pk in interrupted or pk in escalations,
-                    "escalationCount": escalations.get(pk, 0),
-                    "parentTaskId": task["parent_id"],
-                    "depth": task["depth"],
-                    "createdAt": iso(task["created_at"]),
-                },
-            }
-        )
-    return examples
-
-
-def training_chunk(
-    *, filters: AuditFilter, after: Position | None, size: int = EXPORT_CHUNK
-) -> tuple[list[dict[str, Any]], Position | None]:
-    """Training examples for the tasks whose first filtered message is among the next `size`
-    filtered messages after `after` (so each task comes once, in the order its conversation
-    started), and where the next chunk starts (None: this was the last)."""
-    conditions = [where & Q(task__isnull=False) for where in _conditions(filters, text=True)]
-    positions = _walk(
-        [Message.objects.filter(where) for where in conditions], after, newer=True, size=size
-    )
-    if not positions:
-        return [], None
-    task_of = dict(
-        Message.objects.filter(pk__in=[pk for _, pk, _ in positions]).values_list("pk", "task_id")
-    )
-    candidates = list(dict.fromkeys(task_of[pk] for _, pk, _ in positions if pk in task_of))
-    onward = positions[-1][:2] if len(positions) == size else None
-    seen = _started_before(candidates, positions[0][:2], conditions)
-    return _training_examples([pk for pk in candidates if pk not in seen]), onward
-
-
-def _started_before(task_ids: list[str], position: Position, conditions: list[Q]) -> set[str]:
-    """The tasks among `task_ids` with a filtered message before `position` (exported then).
-
-    Their earlier messages come from the task index; the filters are then evaluated on those
-    rows alone, as a selected value: in a WHERE clause they would tempt the database into
-    walking the kind or decision index through every older message instead.
-    """
-    earlier = list(
-        _beyond(Message.objects.filter(task_id__in=task_ids), position, newer=False).values_list(
-            "pk", flat=True
-        )
-    )
-    matches = ExpressionWrapper(functools.reduce(operator.or_, conditions), BooleanField())
-    seen: set[str] = set()
-    for start in range(0, len(earlier), EXPORT_CHUNK):
-        rows = Message.objects.filter(pk__in=earlier[start : start + EXPORT_CHUNK])
-        seen.update(
-            task_id
-            for task_id, hit in rows.annotate(hit=matches).values_list("task_id", "hit")
-            if hit
-        )
-    return seen

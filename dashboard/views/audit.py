@@ -26,12 +26,11 @@ from a2a_core.selectors.audit import (
     Position,
     agent_ids,
     agent_slugs,
-    audit_log_chunk,
     audit_page,
     message_document,
     message_get,
-    training_chunk,
 )
+from a2a_core.selectors.audit_export import audit_log_chunk, training_chunk
 from a2a_core.services.audit import audit_record
 from dashboard.http import HtmxHttpRequest, actor
 from dashboard.roles import viewer_required

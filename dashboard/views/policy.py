@@ -34,7 +34,8 @@ from a2a_core.selectors.policy import (
 from a2a_core.selectors.policy_dry_run import DryRun
 from a2a_core.services import policy as policy_services
 from dashboard.http import HtmxHttpRequest, actor
-from dashboard.policy_draft import ACTION_LABELS, LIMITS, PRIORITIES, UNAVAILABLE, PolicyDraft
+from dashboard.policy_draft import PolicyDraft
+from dashboard.policy_form import ACTION_LABELS, LIMITS, PRIORITIES, UNAVAILABLE
 from dashboard.roles import admin_required, has_role, viewer_required
 
 # The grid shows this many agents (and `*`); rules for others are kept and listed below it.

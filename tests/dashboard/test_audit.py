@@ -11,13 +11,8 @@ from django.test import Client
 
 from a2a_core.models import Agent, Artifact, AuditEvent, Delivery, Escalation, Task
 from a2a_core.selectors import audit as audit_selectors
-from a2a_core.selectors.audit import (
-    AuditFilter,
-    Cursor,
-    audit_log_chunk,
-    audit_page,
-    training_chunk,
-)
+from a2a_core.selectors.audit import AuditFilter, Cursor, audit_page
+from a2a_core.selectors.audit_export import audit_log_chunk, training_chunk
 from tests.factories import T0, make_task, register
 from tests.factories import record_message as record
 
