@@ -154,6 +154,12 @@ class CastClient(HubClient):
         raise ConnectionError(f"the hub answered nothing for the message to {to}")
 
 
+async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep `seconds`, or less if `stop` is set meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
 def run(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     """Run `main(stop)` until it returns; SIGINT or SIGTERM sets `stop`. Exits 0 on a signal."""
 

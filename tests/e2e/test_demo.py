@@ -97,7 +97,7 @@ class Feed:
         )
 
     def kinds(self) -> dict[str, bool]:
-        """Each scenario kind the demo plays (a2a_core.demo.inboxes.Director): shown yet?"""
+        """Each scenario kind the demo plays (a2a_core.demo.director.Director): shown yet?"""
         ended = ("completed", "failed").__contains__
         return {
             "delegation chain director -> pm -> architect -> tester": all(
