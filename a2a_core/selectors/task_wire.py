@@ -47,6 +47,19 @@ def status_payload(task: Task) -> dict[str, Any]:
     return status
 
 
+def status_update(task: Task, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The task's current status as the event its log records and streams relay: a
+    StreamResponse with a TaskStatusUpdateEvent (ProtoJSON), with the agent's `metadata`."""
+    update: dict[str, Any] = {
+        "taskId": task.pk,
+        "contextId": task.context_id,
+        "status": status_payload(task),
+    }
+    if metadata:
+        update["metadata"] = metadata
+    return {"statusUpdate": update}
+
+
 def message_view(message: Message, task: Task | None = None) -> dict[str, Any]:
     """A stored message as an A2A Message (ProtoJSON) in the hub's ids."""
     view: dict[str, Any] = {

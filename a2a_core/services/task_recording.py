@@ -31,7 +31,7 @@ from a2a_core.schemas.a2a import (
     without_hub_metadata,
 )
 from a2a_core.schemas.events import AnsweredItem, TrafficItem
-from a2a_core.selectors.task_wire import state_from_wire, status_payload
+from a2a_core.selectors.task_wire import state_from_wire, status_update
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.rows import (
     insert_returning_pks,
@@ -216,11 +216,9 @@ class Recording:
         if state in TERMINAL_STATES:
             text = text_of(message.get("parts", [])) if isinstance(message, dict) else ""
             task.reason = reason or text
-        update = {"taskId": task.pk, "contextId": task.context_id, "status": status_payload(task)}
         if metadata:
-            update["metadata"] = metadata
             task.metadata = {**task.metadata, **metadata}
-        self.event(TaskEventKind.STATUS, {"statusUpdate": update}, state)
+        self.event(TaskEventKind.STATUS, status_update(task, metadata), state)
         return True
 
     def task_metadata(self, remote: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from a2a_core.models import (
     TaskState,
 )
 from a2a_core.schemas.events import TaskItem, TaskRow
-from a2a_core.selectors.task_wire import status_payload
+from a2a_core.selectors.task_wire import status_update
 
 
 def check_transition(task_id: str, current: str, new: str) -> None:
@@ -112,14 +112,9 @@ def task_set_state(
     task.status_timestamp = timezone.now()
     if state in TERMINAL_STATES and reason:
         task.reason = reason
-    update: dict[str, Any] = {
-        "taskId": task.pk,
-        "contextId": task.context_id,
-        "status": status_payload(task),
-    }
-    if metadata:
-        update["metadata"] = metadata
-    record_event(task, kind=TaskEventKind.STATUS, payload={"statusUpdate": update}, state=state)
+    record_event(
+        task, kind=TaskEventKind.STATUS, payload=status_update(task, metadata), state=state
+    )
     task.save(
         update_fields=[
             "state",

@@ -27,7 +27,7 @@ from a2a_core.models.task import new_id
 from a2a_core.schemas.a2a import (
     envelope_part_indexes,
 )
-from a2a_core.selectors.task_wire import state_from_wire, status_payload, task_view
+from a2a_core.selectors.task_wire import state_from_wire, status_update, task_view
 from a2a_core.services.classify import classify
 from a2a_core.services.questions import ask_human, withdraw_questions
 from a2a_core.services.task_recording import Recording, RequestRef, UnitOfWork, hub_ids
@@ -168,8 +168,7 @@ def _apply(work: UnitOfWork, op: Record) -> Any:
         }
         task.status_timestamp = timezone.now()
         task.reason = op.reason
-        update = {"taskId": task.pk, "contextId": task.context_id, "status": status_payload(task)}
-        rec.event(TaskEventKind.STATUS, {"statusUpdate": update}, op.state)
+        rec.event(TaskEventKind.STATUS, status_update(task), op.state)
         rec.done(delivery=DeliveryState.FAILED)
     return None
 
