@@ -52,11 +52,11 @@
   function countdowns() {
     var now = Date.now();
     document.querySelectorAll("[data-deadline]").forEach(function (el) {
-      var left = Math.round((Date.parse(el.getAttribute("data-deadline")) - now) / 1000);
+      var ms = Date.parse(el.getAttribute("data-deadline")) - now, left = Math.round(ms / 1000);
       if (isNaN(left)) return;
       // The last minutes before a deadline stand out (data-warn: HUB_NOTIFY_WARN_SECONDS),
       // and an escalation's card says so in words, as the server renders it.
-      var warn = parseInt(el.getAttribute("data-warn") || "300", 10), soon = left > 0 && left <= warn;
+      var warn = parseInt(el.getAttribute("data-warn") || "300", 10), soon = ms > 0 && ms <= warn * 1000; // as the server decides it
       el.classList.toggle("soon", soon);
       var card = el.closest("article.escalation.pending");
       var warning = card && card.querySelector(".expiry-warning");
