@@ -6,7 +6,8 @@ the HTTP gate does (`a2a_core.protocol.gate`) is done here before each call:
 - the agent addressed is the request's `tenant` (A2A 1.0 puts one in every gRPC request; the
   hub's cards give each agent's slug as its gRPC interface's tenant, and the SDK's client
   sends it); no tenant is the hub's own endpoint, like /a2a/;
-- the caller is the bearer token of the `authorization` metadata;
+- the caller is the bearer token of the `authorization` metadata: a hub token, or a JWT from
+  an identity provider the hub trusts (`a2a_core.protocol.identity`);
 - a refusal is a gRPC status with `google.rpc.ErrorInfo` (reason, domain, metadata), as the
   A2A spec maps errors to gRPC, with the same message as over HTTP.
 
@@ -40,8 +41,6 @@ from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2, status_pb2
 from packaging.version import InvalidVersion, Version
 
-from a2a_core import agent_cache
-from a2a_core.asyncdb import db
 from a2a_core.delivery.calls import Call
 from a2a_core.logging import get_logger
 from a2a_core.models import Scope as AgentScope
@@ -52,9 +51,10 @@ from a2a_core.protocol.errors import (
     PayloadTooLargeError,
     PermissionDeniedError,
 )
-from a2a_core.protocol.gate import resolve, unauthenticated
+from a2a_core.protocol.gate import authenticate, unauthenticated
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
 from a2a_core.schemas.a2a import holds_nul
+from a2a_core.tokens import bearer_token
 
 log = get_logger("grpc")
 
@@ -84,14 +84,6 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
     return found
 
 
-def _bearer(metadata: dict[str, str]) -> str | None:
-    value = metadata.get("authorization")
-    if value is None:
-        return None
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
-
-
 async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> Call:
     """Who calls whom, as the HTTP gate decides it; raises the A2A error that refuses it."""
     metadata = _metadata(context)
@@ -101,12 +93,10 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
             f"A2A-Version {version!r} is not supported over gRPC: this hub's gRPC service "
             "speaks A2A 1.0 (send 'a2a-version: 1.0')"
         )
-    token = _bearer(metadata)
+    token = bearer_token(metadata)
     slug = getattr(request, "tenant", "") or None
-    caller = agent_cache.cached(token=token) if token else None
-    target = agent_cache.cached(slug=slug) if slug else None
-    if caller is None or (slug and target is None):
-        caller, target = await db(resolve, token or "", slug)
+    # A hub token or a trusted identity provider's JWT, as over HTTP.
+    caller, target = await authenticate(token, slug)
     if caller is None:
         raise unauthenticated(token)[0]
     if slug and target is None:

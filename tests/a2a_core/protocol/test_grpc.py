@@ -32,10 +32,12 @@ from google.rpc import error_details_pb2
 from a2a_core import events
 from a2a_core.asyncdb import db
 from a2a_core.models import Artifact as ArtifactRow
-from a2a_core.models import TaskEvent
+from a2a_core.models import Message, TaskEvent
 from a2a_core.protocol import grpc_binding
+from a2a_core.services.identity import issuer_trust
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.protocol.helpers import request, send, stored_messages, stored_task
+from tests.identity import IdentityProvider
 from tests.servers import free_port
 
 pytestmark = pytest.mark.live
@@ -426,3 +428,49 @@ async def test_a_version_other_than_1_is_not_supported(grpc_hub, hub_grpc_port, 
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert _error_info(refused.value)["reason"] == "VERSION_NOT_SUPPORTED"
     assert "A2A 1.0" in (refused.value.details() or "")
+
+
+# An agent that signs in with its identity provider's JWT does so over gRPC too, and a refused
+# token is refused there with the same reason as over HTTP.
+
+AUDIENCE = "https://hub.example/a2a"
+
+
+@pytest.fixture
+def provider():
+    running = IdentityProvider()
+    yield running
+    running.stop()
+
+
+async def test_a_jwt_signs_in_over_grpc_and_a_refused_one_says_why(
+    grpc_hub, grpc_sdk, hub_grpc_port, provider
+):
+    await grpc_hub.endpoint_agent("echo")
+    agent, _ = await grpc_hub.caller("robot")
+    await db(
+        issuer_trust,
+        issuer=provider.issuer,
+        jwks_url=provider.jwks_url,
+        audience=AUDIENCE,
+        agent=agent,
+        value="robot-client",
+    )
+    token = provider.token("robot-client", audience=AUDIENCE)
+    answer = await send(await grpc_sdk("echo", token), request("echo over grpc"))
+    assert [p.text for a in answer.artifacts for p in a.parts] == ["echo: over grpc"]
+    sent = await db(lambda: Message.objects.filter(sender__slug="robot", kind="request").count())
+    assert sent == 1
+
+    expired = provider.token("robot-client", audience=AUDIENCE, lifetime=-60)
+    call = request("echo too late")
+    call.tenant = "echo"
+    channel, stub = _stub(hub_grpc_port)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.SendMessage(call, metadata=[("authorization", f"Bearer {expired}")])
+    finally:
+        await channel.close()
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert _error_info(refused.value)["metadata"] == {"jwt": "expired"}
+    assert (refused.value.details() or "").startswith("the token expired at ")
