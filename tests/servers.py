@@ -3,20 +3,51 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import grpc
 import grpc.aio
 import uvicorn
 
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing is bound to, nor the port above it (where a hub serves gRPC
+    unless told otherwise); never the same twice in one test process.
+
+    Picked below the kernel's ephemeral range: a port there is never taken by an outgoing
+    connection, which a port from `bind(0)` can be between this call and the server's bind
+    (a hub's gRPC port, its HTTP port + 1, was taken that way by some client's connection)."""
+    high = _ephemeral_low() - 2
+    while True:
+        port = random.randrange(10_000, high)
+        if {port, port + 1} & _handed_out:
+            continue
+        if _bindable(port) and _bindable(port + 1):
+            _handed_out.update((port, port + 1))
+            return port
 
 
 class ServerThread:
