@@ -75,18 +75,64 @@ async def _publish_forever(queue: asyncio.Queue[list[tuple[str, Event]]]) -> Non
     in_memory = isinstance(layer, InMemoryChannelLayer)
     while True:
         batch = await queue.get()
+        sends: list[tuple[str, Wire]] = []
         for group, event in batch:
             unheard = layer is None or (in_memory and not layer.groups.get(group))
             if unheard and not _local_listeners:
                 continue  # not even turned into a dict
             payload = wire(event)
             _notify_local(group, payload)
-            if unheard:
-                continue
+            if not unheard:
+                sends.append((group, payload))
+        if sends:
             try:
-                await layer.group_send(group, payload)
+                await _group_send_all(layer, sends)
             except Exception:  # the bus is best effort: the database is the source of truth
-                log.exception("could not publish event", extra={"group": group})
+                log.exception("could not publish events", extra={"groups": len(sends)})
+
+
+async def _group_send_all(layer: Any, sends: list[tuple[str, Wire]]) -> None:
+    """Send a commit's events, in order. On Redis pub/sub, one pipelined round trip per shard
+    instead of one PUBLISH (and one wait) per event: a call's two commits publish about
+    eight events, which one by one cost the loop ~1 ms per call (bench/throughput.py,
+    PostgreSQL + Redis). Other layers: one `group_send` each."""
+    shards = _pubsub_shards(layer, [group for group, _ in sends])
+    if shards is None:
+        for group, payload in sends:
+            await layer.group_send(group, payload)
+        return
+    by_shard: dict[Any, list[tuple[str, bytes]]] = {}
+    for (_, payload), (shard, channel) in zip(sends, shards, strict=True):
+        by_shard.setdefault(shard, []).append((channel, layer.serialize(payload)))
+    for shard, messages in by_shard.items():
+        async with shard._lock:
+            shard._ensure_redis()
+            pipe = shard._redis.pipeline(transaction=False)
+            for channel, message in messages:
+                pipe.publish(channel, message)
+            await pipe.execute()
+
+
+def _pubsub_shards(layer: Any, groups: list[str]) -> list[tuple[Any, str]] | None:
+    """(shard, Redis channel) per group on channels_redis' pub/sub layer, or None when the
+    layer is another (or a version whose insides differ: then events go one by one)."""
+    try:
+        from channels_redis.pubsub import RedisPubSubChannelLayer
+
+        if not isinstance(layer, RedisPubSubChannelLayer):
+            return None
+        loop_layer = layer._get_layer()
+        found = []
+        for group in groups:
+            channel = loop_layer._get_group_channel_name(group)
+            found.append((loop_layer._get_shard(channel), channel))
+        if not all(
+            hasattr(shard, "_lock") and hasattr(shard, "_ensure_redis") for shard, _ in found
+        ):
+            return None
+        return found
+    except (ImportError, AttributeError):
+        return None
 
 
 def _notify_local(group: str, payload: Wire) -> None:

@@ -40,7 +40,7 @@ from a2a_core.schemas.events import (
 )
 
 if TYPE_CHECKING:
-    from a2a_core.sqlite.base import Checkpointer
+    from a2a_core.storage.sqlite.base import Checkpointer
 
 log = get_logger("runtime")
 
@@ -214,7 +214,7 @@ def _checkpoint_aside() -> None:
     global _checkpointer
     from django.db import connections
 
-    from a2a_core.sqlite.base import Checkpointer, DatabaseWrapper
+    from a2a_core.storage.sqlite.base import Checkpointer, DatabaseWrapper
 
     if _checkpointer is not None:
         return

@@ -9,8 +9,6 @@ test of `ON`.
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import os
 import threading
 import time
@@ -23,7 +21,7 @@ ON = bool(PATH)
 Marks = list[tuple[str, int]]
 
 _marks: ContextVar[Marks | None] = ContextVar("hub_timeline", default=None)
-# The timelines of the requests whose items a group commit is writing (`a2a_core.batching`).
+# The timelines of the requests whose items a group commit is writing (`a2a_core.storage.batching`).
 _batch: ContextVar[tuple[Marks, ...]] = ContextVar("hub_timeline_batch", default=())
 _lock = threading.Lock()
 _out = open(PATH, "a", encoding="utf-8", buffering=1) if ON else None  # noqa: SIM115
@@ -69,9 +67,22 @@ def mark_batch(name: str) -> None:
 
 
 def carried[R](fn: Callable[[], R]) -> Callable[[], R]:
-    """`fn`, to run in the current context wherever it runs (a group commit's, on the
-    database thread), when timelines are on."""
-    return functools.partial(contextvars.copy_context().run, fn) if ON else fn
+    """`fn`, to run with this context's timelines wherever it runs (a group commit's, on a
+    writer thread), when timelines are on. Only the timeline's own variables go along: the
+    thread keeps everything else of its own (its database connection above all)."""
+    if not ON:
+        return fn
+    marks, batch = _marks.get(), _batch.get()
+
+    def run() -> R:
+        tokens = _marks.set(marks), _batch.set(batch)
+        try:
+            return fn()
+        finally:
+            _batch.reset(tokens[1])
+            _marks.reset(tokens[0])
+
+    return run
 
 
 def end(marks: Marks) -> None:

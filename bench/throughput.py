@@ -1,12 +1,23 @@
-"""SendMessage throughput and latency: the a2a-sdk echo agent directly, then through the hub.
+"""SendMessage throughput and latency: the a2a-sdk echo agent directly, then through the hub,
+for each backend and number of workers asked for, all in one run.
 
-    python bench/throughput.py [--seconds 5] [--concurrency 1 16 64] [--server daphne|uvicorn]
-                               [--incoming-concurrent N|none] [--timeline]
+    python bench/throughput.py [--seconds 5] [--rounds 3] [--concurrency 1 16 64]
+                               [--backend sqlite postgres] [--workers 1 2]
+                               [--server uvicorn|daphne] [--incoming-concurrent N|none]
+                               [--timeline]
 
-One run: starts the echo agent and the hub (embedded default: SQLite + in-memory layer, on a
-fresh database) as separate processes, drives both with the same closed-loop JSON-RPC load,
-prints req/s and p50/p99 for each, and the ratio hub/direct. Then checks that every request
-the hub answered was persisted (a task and its messages).
+Each configuration (a backend, with as many workers as asked: SQLite always runs one) gets a
+fresh database, the echo agent registered and a caller, and a hub started as an operator
+starts it (`manage.py a2a serve --no-demo --workers N`). At each concurrency level the same
+closed-loop JSON-RPC load goes to the echo agent directly and through the hub, alternately
+(`--rounds` each, medians reported), so drift on a shared machine hits both alike. Printed:
+req/s, p50/p99, the CPU each process used per call, the ratio hub/direct, and then every
+target of the scaled-mode work as a ratio measured within this run. Last, a check that every
+call the hub answered was persisted.
+
+PostgreSQL: the database named by HUB_BENCH_DATABASE_URL (default
+postgres://postgres@127.0.0.1:5432/a2a_bench), dropped and created again for each
+configuration; Redis: HUB_BENCH_REDIS_URL (default redis://127.0.0.1:6379/7), emptied first.
 
 The policy's rate limits are put out of reach (they would refuse calls); the hub's limit of
 calls at once per agent (`incomingConcurrent`, which queues rather than refuses) stays at
@@ -24,41 +35,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from load import ROOT, Result, cpu_seconds, free_port, run_load, spawn, wait_for_port
 
 OUT_OF_REACH = {"limits": {"perMinute": 10_000_000, "perHour": 100_000_000, "concurrent": 100_000}}
+POSTGRES_URL = os.environ.get(
+    "HUB_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/a2a_bench"
+)
+REDIS_URL = os.environ.get("HUB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
 
 
-def prepare_hub(
-    data_dir: Path, echo_port: int, incoming_concurrent: int | str | None = "default"
-) -> tuple[dict[str, str], str]:
-    """Migrate a fresh database, register the echo agent and a caller, put the policy's limits
-    out of reach; return env, token."""
-    env = {
-        "HUB_DATA_DIR": str(data_dir),
-        "DATABASE_URL": os.environ.get("DATABASE_URL", f"sqlite:///{data_dir / 'hub.sqlite3'}"),
-        "HUB_LOG_LEVEL": "WARNING",
-    }
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import sys
+# --- in a child process: the hub's database, through Django -----------------------------------
 
-    sys.path.insert(0, str(ROOT))
+
+def prepare(echo_port: int, incoming_concurrent: str) -> None:
+    """Migrate, register the echo agent and a caller, put the policy's limits out of reach;
+    print the caller's token (run with the hub's environment)."""
     import django
 
+    sys.path.insert(0, str(ROOT))
     django.setup()
     from django.core.management import call_command
 
     from a2a_core.services.agents import agent_register
+    from a2a_core.services.policy import policy_publish
 
     call_command("migrate", verbosity=0)
     echo_card = {
@@ -85,25 +98,87 @@ def prepare_hub(
             "skills": [{"id": "call", "name": "Call", "description": "calls", "tags": ["bench"]}],
         }
     )
-    assert caller.token
-    from django.db import connections
-
-    from a2a_core.services.policy import policy_publish
-
     # Measure routing, not the default per-caller limits (which would refuse most calls).
-    document = {"limits": dict(OUT_OF_REACH["limits"])}
+    document: dict[str, Any] = {"limits": dict(OUT_OF_REACH["limits"])}
     if incoming_concurrent != "default":
-        document["limits"]["incomingConcurrent"] = incoming_concurrent
+        limit = None if incoming_concurrent == "none" else int(incoming_concurrent)
+        document["limits"]["incomingConcurrent"] = limit
     policy_publish(document=document, reason="bench: limits out of reach")
-
-    connections.close_all()
-    return env, caller.token
+    print(json.dumps({"token": caller.token}))
 
 
-def persisted() -> tuple[int, int]:
+def count() -> None:
+    """Print how many tasks and messages the hub's database holds."""
+    import django
+
+    sys.path.insert(0, str(ROOT))
+    django.setup()
     from a2a_core.models import Message, Task
 
-    return Task.objects.count(), Message.objects.count()
+    print(json.dumps({"tasks": Task.objects.count(), "messages": Message.objects.count()}))
+
+
+# --- in the bench's own process ------------------------------------------------------------------
+
+
+@dataclass
+class Config:
+    backend: str
+    workers: int
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        name = "SQLite + in-memory layer" if self.backend == "sqlite" else "PostgreSQL + Redis"
+        return f"{name}, {self.workers} worker{'s' if self.workers > 1 else ''}"
+
+
+def _child(config: Config, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, *args],
+        env={**os.environ, **config.env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{args[0]} failed:\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def fresh_postgres(url: str) -> None:
+    """Drop and create the bench's PostgreSQL database."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def fresh_redis(url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+def environment(config: Config, data_dir: Path) -> dict[str, str]:
+    env = {
+        "HUB_DATA_DIR": str(data_dir),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "HUB_LOG_LEVEL": "WARNING",
+        "HUB_GRPC_PORT": str(free_port()),
+    }
+    if config.backend == "postgres":
+        env["DATABASE_URL"] = POSTGRES_URL
+        env["REDIS_URL"] = REDIS_URL
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{data_dir / 'hub.sqlite3'}"
+    return env
 
 
 def line(label: str, r: Result) -> str:
@@ -121,8 +196,10 @@ def stretches(path: Path) -> dict[str, list[float]]:
     """The hub's timeline lines (see `a2a_core.timeline`) as milliseconds per stretch, in the
     order the calls pass them; the file is emptied."""
     found: dict[str, list[float]] = defaultdict(list)
-    for line in path.read_text().splitlines():
-        marks = [(name, int(at)) for name, at in (mark.split(":") for mark in line.split())]
+    if not path.exists():
+        return found
+    for text in path.read_text().splitlines():
+        marks = [(name, int(at)) for name, at in (mark.split(":") for mark in text.split())]
         for (a, began), (b, ended) in itertools.pairwise(marks):
             found[f"{a} -> {b}"].append((ended - began) / 1000)
         found["total"].append(marks[-1][1] / 1000)
@@ -151,6 +228,132 @@ def measured(url: str, pids: dict[str, list[int]], **load: Any) -> Result:
     return result
 
 
+def median_run(runs: list[Result]) -> Result:
+    return sorted(runs, key=lambda r: r.rate)[len(runs) // 2]
+
+
+@dataclass
+class Level:
+    direct: Result
+    hub: Result
+
+    @property
+    def ratio(self) -> float:
+        return self.hub.rate / self.direct.rate
+
+
+def run_config(config: Config, args: argparse.Namespace, echo_port: int) -> dict[int, Level]:
+    data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
+    config.env = environment(config, data_dir)
+    if config.backend == "postgres":
+        fresh_postgres(POSTGRES_URL)
+        fresh_redis(REDIS_URL)
+    token = _child(config, "--prepare", str(echo_port), str(args.incoming_concurrent))["token"]
+    timeline = data_dir / "timeline.txt"
+    if args.timeline:
+        config.env["HUB_TIMELINE"] = str(timeline)
+    hub_port = free_port()
+    serve = [
+        "manage.py", "a2a", "serve", "--no-demo", "--port", str(hub_port),
+        "--workers", str(config.workers), "--server", args.server,
+    ]  # fmt: skip
+    hub = spawn(serve, env=config.env)
+    levels: dict[int, Level] = {}
+    try:
+        wait_for_port(hub_port, hub, timeout=60)
+        before = _child(config, "--count")
+        direct_url = f"http://127.0.0.1:{echo_port}/"
+        hub_url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
+        print(f"\n== {config.label} (hub on {args.server}) ==")
+        answered = 0
+        for concurrency in args.concurrency:
+            directs, throughs = [], []
+            timelines: dict[str, list[float]] = defaultdict(list)
+            for _ in range(args.rounds):
+                directs.append(
+                    measured(
+                        direct_url,
+                        {"echo": [args.echo_pid]},
+                        concurrency=concurrency,
+                        seconds=args.seconds,
+                    )
+                )
+                throughs.append(
+                    measured(
+                        hub_url,
+                        {"hub": [hub.pid], "echo": [args.echo_pid]},
+                        concurrency=concurrency,
+                        seconds=args.seconds,
+                        token=token,
+                    )
+                )
+                for name, ms in stretches(timeline).items():
+                    timelines[name] += ms
+            answered += sum(t.requests - t.errors for t in throughs)
+            level = levels[concurrency] = Level(median_run(directs), median_run(throughs))
+            runs = ", ".join(f"{r.rate:.0f}" for r in directs)
+            print(line("direct", level.direct) + f"   (runs: {runs})")
+            runs = ", ".join(f"{r.rate:.0f}" for r in throughs)
+            print(line("hub", level.hub) + f"   (runs: {runs})")
+            print(
+                f"         ratio hub/direct: throughput {level.ratio:.2f}x, "
+                f"p50 +{level.hub.pct(50) - level.direct.pct(50):.2f} ms"
+            )
+            if args.timeline:
+                print("         the hub's timeline per call:")
+                print("\n".join(timeline_lines(timelines)))
+        after = _child(config, "--count")
+        print(
+            f"persisted: {after['tasks'] - before['tasks']} tasks and "
+            f"{after['messages'] - before['messages']} messages (the hub answered at least "
+            f"{answered} calls during measurement, plus warmups)"
+        )
+    finally:
+        hub.terminate()
+        hub.wait(30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return levels
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
+    """Every target this run has the figures for, as a line each."""
+    out = []
+    embedded = results.get(("sqlite", 1), {})
+    scaled = results.get(("postgres", 1), {})
+    two = results.get(("postgres", 2), {})
+    if 16 in embedded:
+        ratio = embedded[16].ratio
+        out.append(f"embedded, c=16: hub >= 0.8x direct -> {verdict(ratio >= 0.8)} ({ratio:.2f}x)")
+    if 1 in embedded:
+        added = embedded[1].hub.pct(50) - embedded[1].direct.pct(50)
+        out.append(f"embedded, c=1: hub adds < 1 ms p50 -> {verdict(added < 1)} (+{added:.2f} ms)")
+    if 16 in scaled:
+        ratio = scaled[16].ratio
+        out.append(
+            f"PostgreSQL + Redis, 1 worker, c=16: hub >= 0.5x direct -> "
+            f"{verdict(ratio >= 0.5)} ({ratio:.2f}x)"
+        )
+        if 16 in embedded:
+            cpu = scaled[16].hub.cpu_ms_per_call("hub")
+            base = embedded[16].hub.cpu_ms_per_call("hub")
+            out.append(
+                f"PostgreSQL + Redis, 1 worker, c=16: hub CPU per call <= 1.2x embedded's -> "
+                f"{verdict(cpu <= 1.2 * base)} ({cpu / base:.2f}x: {cpu:.2f} vs {base:.2f} ms)"
+            )
+    if 64 in scaled and 64 in two:
+        ratio = two[64].hub.rate / scaled[64].hub.rate
+        out.append(
+            f"PostgreSQL + Redis, c=64: 2 workers >= 1.3x the calls/s of 1 -> "
+            f"{verdict(ratio >= 1.3)} ({ratio:.2f}x: {two[64].hub.rate:.0f} vs "
+            f"{scaled[64].hub.rate:.0f} req/s)"
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -160,13 +363,15 @@ def main() -> None:
         "--rounds", type=int, default=3, help="alternating direct/hub runs per level"
     )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
-    parser.add_argument("--server", choices=["daphne", "uvicorn"], default="uvicorn")
+    parser.add_argument("--backend", nargs="+", choices=["sqlite", "postgres"], default=["sqlite"])
     parser.add_argument(
         "--workers",
         type=int,
-        default=1,
-        help="hub processes (uvicorn workers, as `a2a serve --workers`); more than one needs REDIS_URL",
+        nargs="+",
+        default=[1],
+        help="hub processes with PostgreSQL (`a2a serve --workers`); SQLite runs one",
     )
+    parser.add_argument("--server", choices=["daphne", "uvicorn"], default="uvicorn")
     parser.add_argument(
         "--incoming-concurrent",
         default="default",
@@ -175,99 +380,37 @@ def main() -> None:
     parser.add_argument(
         "--timeline", action="store_true", help="print where a call's time goes in the hub"
     )
+    parser.add_argument("--prepare", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--count", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    slots: int | str | None = args.incoming_concurrent
-    if slots == "none":
-        slots = None
-    elif slots != "default":
-        slots = int(slots)
+    if args.prepare:
+        return prepare(int(args.prepare[0]), args.prepare[1])
+    if args.count:
+        return count()
 
-    echo_port, hub_port = free_port(), free_port()
-    data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
+    configs = [
+        Config(backend, workers)
+        for backend in args.backend
+        for workers in (args.workers if backend == "postgres" else [1])
+    ]
+    echo_port = free_port()
     echo = spawn(["bench/echo_agent.py", str(echo_port)])
-    env, token = prepare_hub(data_dir, echo_port, slots)
-    from a2a_core.cli.serve import spawn_hub
-
-    timeline = data_dir / "timeline.txt"
-    if args.timeline:
-        os.environ["HUB_TIMELINE"] = str(timeline)
-
-    # The hub as `a2a serve --no-demo` starts it (several workers share their counters).
-    metrics_dir = tempfile.mkdtemp(prefix="hub-bench-metrics-") if args.workers > 1 else ""
-    hubs = spawn_hub("127.0.0.1", hub_port, args.workers, args.server, metrics_dir, quiet=True)
+    args.echo_pid = echo.pid
+    print(
+        f"SendMessage, {args.seconds:g} s per run x {args.rounds} rounds per level; "
+        f"incomingConcurrent: {args.incoming_concurrent}"
+    )
+    results: dict[tuple[str, int], dict[int, Level]] = {}
     try:
         wait_for_port(echo_port, echo)
-        wait_for_port(hub_port, hubs[0])
-        direct_url = f"http://127.0.0.1:{echo_port}/"
-        hub_url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
-        tasks_before, messages_before = persisted()
-        layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory layer"
-        from a2a_core.schemas.policy import RateLimits
-
-        print(
-            f"SendMessage, {args.seconds:g} s per run x {args.rounds} rounds, hub on {args.server} "
-            f"x{args.workers} + {'PostgreSQL' if 'postgres' in env['DATABASE_URL'] else 'SQLite'} + {layer}; "
-            f"calls at once per agent (incomingConcurrent): {RateLimits().incoming_concurrent if slots == 'default' else slots}"
-        )
-        answered = 0
-        summary = []
-        for concurrency in args.concurrency:
-            directs, throughs = [], []
-            timelines: dict[str, list[float]] = defaultdict(list)
-            # Alternate the two so drift on a shared machine hits both alike; report medians.
-            for _ in range(args.rounds):
-                directs.append(
-                    measured(
-                        direct_url,
-                        {"echo": [echo.pid]},
-                        concurrency=concurrency,
-                        seconds=args.seconds,
-                    )
-                )
-                throughs.append(
-                    measured(
-                        hub_url,
-                        {"hub": [hub.pid for hub in hubs], "echo": [echo.pid]},
-                        concurrency=concurrency,
-                        seconds=args.seconds,
-                        token=token,
-                    )
-                )
-                if args.timeline:
-                    for name, ms in stretches(timeline).items():
-                        timelines[name] += ms
-            answered += sum(t.requests - t.errors for t in throughs)
-            direct = sorted(directs, key=lambda r: r.rate)[len(directs) // 2]
-            through = sorted(throughs, key=lambda r: r.rate)[len(throughs) // 2]
-            print(
-                line("direct", direct) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in directs)})"
-            )
-            print(
-                line("hub", through) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in throughs)})"
-            )
-            ratio = through.rate / direct.rate
-            print(
-                f"         ratio hub/direct: throughput {ratio:.2f}x, p50 {through.pct(50) / direct.pct(50):.2f}x"
-            )
-            if args.timeline:
-                print("         the hub's timeline per call:")
-                print("\n".join(timeline_lines(timelines)))
-            summary.append((concurrency, ratio))
-        tasks, messages = persisted()
-        print(
-            f"persisted: {tasks - tasks_before} tasks and {messages - messages_before} messages "
-            f"(hub answered at least {answered} requests during measurement, plus warmups)"
-        )
-        for concurrency, ratio in summary:
-            if concurrency == 16:
-                verdict = "met" if ratio >= 0.5 else "NOT met"
-                print(f"target: hub >= 0.5x direct at c=16 -> {verdict} ({ratio:.2f}x)")
+        for config in configs:
+            results[(config.backend, config.workers)] = run_config(config, args, echo_port)
     finally:
-        for proc in (*hubs, echo):
-            proc.terminate()
-            proc.wait(10)
-        if metrics_dir:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+        echo.terminate()
+        echo.wait(10)
+    print()
+    for text in targets(results):
+        print(f"target: {text}")
 
 
 if __name__ == "__main__":

@@ -132,17 +132,12 @@ _db = dj_database_url.parse(DATABASE_URL)
 if _db["ENGINE"] == "django.db.backends.sqlite3":
     Path(_db["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     DATA_DIR.mkdir(parents=True, exist_ok=True)
-    _db["OPTIONS"] = {
-        # WAL lets readers run while one writer commits; IMMEDIATE takes the write lock when a
-        # transaction starts, so read-then-write services (counters, state machines) never race.
-        "init_command": (
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000; "
-            "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;"
-        ),
-        "transaction_mode": "IMMEDIATE",
-    }
-    # Django's SQLite backend, with writers queued on a file lock (a2a_core/sqlite/base.py).
-    _db["ENGINE"] = "a2a_core.sqlite"
+    # IMMEDIATE takes the write lock when a transaction starts, so read-then-write services
+    # (counters, state machines) never race.
+    _db["OPTIONS"] = {"transaction_mode": "IMMEDIATE"}
+    # Django's SQLite backend in WAL mode, with writers queued on a file lock
+    # (a2a_core/storage/sqlite/base.py).
+    _db["ENGINE"] = "a2a_core.storage.sqlite"
     _db["CONN_MAX_AGE"] = None
     _db["TEST"] = {"NAME": str(DATA_DIR / "test-hub.sqlite3")}
 elif _db["ENGINE"] == "django.db.backends.postgresql":
@@ -152,11 +147,20 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db["OPTIONS"].setdefault(
         "pool", {"min_size": 2, "max_size": env_int("HUB_DB_POOL_SIZE", 20), "timeout": 10}
     )
+    # The write path's statements bind their values on the server and are prepared on a
+    # connection from their fifth run there (a2a_core/storage/postgres.py); Django's own
+    # queries bind on the client and are never prepared. 0: prepare nothing (for a proxy
+    # that cannot keep prepared statements, such as PgBouncer before 1.21 in transaction mode).
+    _prepare = env_int("HUB_DB_PREPARE_THRESHOLD", 5)
+    _db["OPTIONS"].setdefault("prepare_threshold", _prepare if _prepare > 0 else None)
 else:
     raise ImproperlyConfigured(
         f"DATABASE_URL must be sqlite:/// or postgres://, got engine {_db['ENGINE']}"
     )
 DATABASES = {"default": _db}
+# PostgreSQL: group commits in flight at once per process, each on a writer thread with a
+# connection of its own (a2a_core/storage/writers.py). SQLite has one writer.
+HUB_DB_WRITERS = env_int("HUB_DB_WRITERS", 2)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels: the event bus ------------------------------------------------------------------

@@ -43,8 +43,10 @@ def _close_database_connections() -> None:
     from django.db import connections
 
     from a2a_core.asyncdb import run_on_db_thread
+    from a2a_core.storage.writers import writer
 
     run_on_db_thread(connections.close_all)
+    writer().close_connections()
     for connection in connections.all():
         if hasattr(connection, "close_pool"):
             connection.close_pool()

@@ -25,15 +25,19 @@ from typing import Any
 
 import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.client.transports.base import ClientTransport
 from a2a.types.a2a_pb2 import (
+    AgentCard,
     GetTaskRequest,
     Message,
     SendMessageRequest,
     Task,
     TaskState,
 )
+from a2a.utils.constants import TransportProtocol
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from a2a_core.client.errors import HubJsonRpcTransport
 from a2a_core.client.inbox import Delivery, Inbox
 from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes
 from a2a_core.schemas.envelopes import (
@@ -109,8 +113,12 @@ class HubClient:
         key = (to, streaming)
         if key not in self._clients:
             factory = ClientFactory(ClientConfig(streaming=streaming, httpx_client=self.http))
+            factory.register(TransportProtocol.JSONRPC, self._jsonrpc)
             self._clients[key] = await factory.create_from_url(f"{self.url}/a2a/{to}".rstrip("/"))
         return self._clients[key]
+
+    def _jsonrpc(self, card: AgentCard, url: str, config: ClientConfig) -> ClientTransport:
+        return HubJsonRpcTransport(self.http, card, url, is_shared_httpx=True)
 
     def envelope(self, kind: str, payload: dict[str, Any], **fields: Any) -> dict[str, Any]:
         """A checked envelope from this agent (raises `ValidationFailed` naming every field)."""

@@ -12,7 +12,6 @@ from a2a.utils.errors import A2AError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from a2a_core import tracing
-from a2a_core.batching import Batcher
 from a2a_core.delivery.agent_errors import AgentRefused
 from a2a_core.delivery.endpoint import traceparent
 from a2a_core.errors import FieldProblem, ValidationFailed
@@ -21,6 +20,7 @@ from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.services.messages import Accepted, Inbound
 from a2a_core.services.tasks import Failure, Record
 from a2a_core.services.writes import Outcome, Write, writes_commit
+from a2a_core.storage.batching import Batcher
 
 # Group commit: concurrent calls' writes share transactions (see a2a_core/batching.py).
 _writes: Batcher[Write, Any] = Batcher(writes_commit)

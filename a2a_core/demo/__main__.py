@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import sys
 
-# First, before the a2a-sdk client is imported: the SDK maps JSON-RPC error codes to error
-# classes when its client loads, and the hub's own codes (a policy refusal, a rate limit...)
-# must be among them for a refusal to arrive with its reason.
-import a2a_core.protocol.errors  # noqa: F401
-
 
 def main() -> None:
     from a2a_core.demo import endpoints, inboxes

@@ -25,7 +25,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from a2a_core.asyncdb import db
-from a2a_core.batching import Batcher
 from a2a_core.errors import HubError, NotFound, PermissionDenied, Unauthenticated
 from a2a_core.inbox.access import Session, inbox_agent, session_close, session_open
 from a2a_core.inbox.protocol import Ack, ArtifactChunk, Status, apply, error_frame, parse, ref_of
@@ -44,6 +43,7 @@ from a2a_core.services.inbox import (
     inbox_waiting,
 )
 from a2a_core.sockets import Consumer
+from a2a_core.storage.batching import Batcher
 
 log = get_logger("inbox")
 

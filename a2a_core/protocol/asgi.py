@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -74,17 +75,17 @@ async def startup() -> None:
 
 async def shutdown() -> None:
     from a2a_core import runtime
-    from a2a_core.asyncdb import close_loop_connection
     from a2a_core.delivery.endpoint import close_forwarder
     from a2a_core.delivery.pump import stop_pumps
     from a2a_core.protocol import grpc_binding
+    from a2a_core.storage.writers import writer
 
     await grpc_binding.stop()
     await runtime.stop()
     await stop_pumps()
     await close_forwarder()
     await events.unbind()
-    close_loop_connection()
+    await asyncio.to_thread(writer().close_connections)
 
 
 async def lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:

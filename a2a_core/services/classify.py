@@ -15,7 +15,7 @@ from a2a_core.schemas.envelopes import (
     parse_envelope,
 )
 from a2a_core.schemas.events import MessageItem, MessageRow
-from a2a_core.services.rows import new_row
+from a2a_core.storage.rows import new_row
 
 log = get_logger("classify")
 

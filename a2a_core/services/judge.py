@@ -17,8 +17,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import Model
 
 from a2a_core import agent_cache
 from a2a_core.models import (
@@ -46,6 +44,7 @@ from a2a_core.policy.decide import (
 )
 from a2a_core.services.policy import current_policy
 from a2a_core.storage.policy_state import Ask, PolicyState, WindowCounts, Windows, policy_state
+from a2a_core.storage.reads import count_by
 
 # How long a half-open breaker's trial call holds the probe before another may try.
 PROBE_HOLD_SECONDS = 30.0
@@ -131,26 +130,6 @@ class _Known:
 MAX_SKILL_SHARERS = 50
 
 
-def _count_by(
-    model: type[Model], column: str, pks: set[int], states: Sequence[str]
-) -> dict[int, int]:
-    """Rows of `model` in `states` per value of its foreign key `column` (in `pks`). Raw SQL:
-    this runs for every batch of messages, and building it through the ORM cost more than
-    running it."""
-    if not pks:
-        return {}
-    q = connection.ops.quote_name
-    key = q(column)
-    marks = ", ".join(["%s"] * len(pks))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {key}, COUNT(*) FROM {q(model._meta.db_table)} WHERE {key} IN ({marks}) "
-            f"AND {q('state')} IN ({', '.join(['%s'] * len(states))}) GROUP BY {key}",
-            [*sorted(pks), *states],
-        )
-        return dict(cursor.fetchall())
-
-
 def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
     """Decide each message, in order; `callers[i]` is the pk of `facts[i].caller`."""
     policy = current_policy()
@@ -161,7 +140,7 @@ def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
     state = policy_state()
     now = clock.now()
     windows = [Windows.at(now, f.caller, f.target) for f in facts]
-    inflight = _count_by(
+    inflight = count_by(
         Task,
         "caller_id",
         {pk for pk, f in zip(callers, facts, strict=True) if f.new_task},
@@ -228,7 +207,7 @@ def _queues(facts: Sequence[Facts]) -> dict[str, int]:
         agent = agent_cache.agent_by_slug(fact.target)
         if agent is not None and agent.delivery_mode == DeliveryMode.INBOX:
             inbox[agent.pk] = agent.slug
-    waiting = _count_by(Delivery, "recipient_id", set(inbox), WAITING_STATES)
+    waiting = count_by(Delivery, "recipient_id", set(inbox), WAITING_STATES)
     return {slug: waiting.get(pk, 0) for pk, slug in inbox.items()}
 
 

@@ -11,7 +11,7 @@ from a2a_core.models import TERMINAL_STATES, Agent, Task, TaskState
 from a2a_core.models.task import new_id
 from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.services.message_checks import trace_id_from
-from a2a_core.services.rows import new_row
+from a2a_core.storage.rows import new_row
 
 
 class Placed(NamedTuple):

@@ -41,8 +41,8 @@ from a2a_core.services.message_checks import (
 )
 from a2a_core.services.message_placing import message_place
 from a2a_core.services.questions import withdraw_questions
-from a2a_core.services.rows import insert_returning_pks, insert_rows
 from a2a_core.services.task_states import task_item, task_set_state
+from a2a_core.storage.rows import insert_returning_pks, insert_rows
 
 
 @dataclass(frozen=True)

@@ -33,15 +33,9 @@ from a2a_core.schemas.a2a import (
 from a2a_core.schemas.events import AnsweredItem, TrafficItem
 from a2a_core.selectors.task_wire import state_from_wire, status_update
 from a2a_core.services.classify import classify, message_item, message_row
-from a2a_core.services.rows import (
-    insert_returning_pks,
-    insert_values,
-    marks,
-    select_models,
-    update_rows,
-    update_values,
-)
 from a2a_core.services.task_states import check_transition, task_item
+from a2a_core.storage.reads import models_by_pk
+from a2a_core.storage.rows import insert_returning_pks, insert_values, update_rows, update_values
 
 log = get_logger("tasks")
 
@@ -55,13 +49,7 @@ class UnitOfWork:
 
     def __init__(self, task_ids: Sequence[str]) -> None:
         # Rows are locked in id order so two batches never wait on each other in a cycle.
-        ids = sorted(set(task_ids))
-        self.tasks: dict[str, Task] = {
-            t.pk: t
-            for t in select_models(
-                Task, f"id IN ({marks(len(ids))})", ids, order_by="id", for_update=True
-            )
-        }
+        self.tasks: dict[str, Task] = models_by_pk(Task, task_ids, for_update=True)
         self.replies: list[tuple[Message, Task]] = []
         # (task, seq, kind, state, payload, created_at) rows for the event log
         self.events: list[tuple[Any, ...]] = []

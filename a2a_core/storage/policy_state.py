@@ -26,7 +26,7 @@ from django.db import connection
 from a2a_core.models import BreakerState, PolicyCounter
 from a2a_core.policy.decide import CLOSED, BreakerView
 from a2a_core.schemas.policy import Breaker, RateLimits
-from a2a_core.services.rows import marks, select_rows
+from a2a_core.storage.reads import marks, select_rows
 
 MINUTE, HOUR = 60, 3600
 

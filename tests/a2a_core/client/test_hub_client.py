@@ -190,3 +190,51 @@ async def test_discover_finds_peers_by_skill(clients):
     )
     found = await lead.discover(skill="code-review")
     assert [a["slug"] for a in found] == ["rev"]
+
+
+REFUSED_CALL = """
+import asyncio, json, sys
+from a2a_core.client.hub import HubClient
+
+async def main() -> None:
+    async with HubClient(sys.argv[1], sys.argv[2], agent="beta") as hub:
+        try:
+            await hub.send("echo", "hello")
+        except Exception as exc:
+            print(json.dumps({"error": type(exc).__name__, "data": getattr(exc, "data", None)}))
+
+asyncio.run(main())
+"""
+
+
+async def test_a_refusal_reaches_an_agent_authors_client_as_its_error_with_the_reason(hub):
+    """In a process of its own, importing only the client, as an agent author's does: the
+    hub's refusal is the SDK's error class for it, carrying the policy's reason."""
+    import json
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    from a2a_core.services.policy import policy_publish
+
+    await db(
+        policy_publish,
+        document={"matrix": [{"caller": "beta", "target": "echo", "action": "deny"}]},
+        reason="test",
+        actor_label="test",
+    )
+    await hub.endpoint_agent("echo")
+    _, token = await hub.caller("beta")
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", REFUSED_CALL, hub.url, token],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=settings.BASE_DIR,
+    )
+    assert done.returncode == 0, done.stderr
+    refused = json.loads(done.stdout)
+    assert refused["error"] == "PolicyRejectedError"
+    assert refused["data"]["reason"] == "denied_by_matrix"

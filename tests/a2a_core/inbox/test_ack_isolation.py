@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import pytest
 
 from a2a_core.asyncdb import db
-from a2a_core.batching import Batcher
 from a2a_core.models import Delivery
 from a2a_core.services.inbox import inbox_acks
+from a2a_core.storage.batching import Batcher
 from tests.a2a_core.inbox.helpers import Inbox
 from tests.a2a_core.inbox.test_inbox_agents import inbox_agent
 from tests.a2a_core.protocol.helpers import request, send

@@ -7,10 +7,10 @@ import zoneinfo
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 
 from a2a_core.models import Message, Task, TaskEvent
-from a2a_core.services.rows import insert_returning_pks, insert_values, new_row, update_values
+from a2a_core.storage.rows import insert_returning_pks, insert_values, new_row, update_values
 from tests.factories import make_task, register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,3 +96,34 @@ def test_a_write_that_breaks_a_constraint_is_djangos_error_and_leaves_nothing():
         insert_returning_pks([again, repeated])
 
     assert list(Message.objects.values_list("message_id", flat=True)) == ["m-1"]
+
+
+def _stored_or_refused(write) -> str:
+    """What a write of an over-long value leaves: the value stored, or "refused"."""
+    try:
+        with transaction.atomic():
+            write()
+    except DatabaseError:
+        return "refused"
+    return Message.objects.get(message_id="m-long").role
+
+
+def test_an_over_long_value_fares_as_it_does_through_the_orm_never_cut_short():
+    sender, target = register().agent, register().agent
+    task = make_task(target=target, caller=sender)
+    too_long = "agent-of-the-year"  # `role` holds 8 characters
+
+    def through_the_orm() -> None:
+        Message.objects.create(**_message(message_id="m-long", role=too_long, task=task))
+
+    def through_the_rows() -> None:
+        insert_returning_pks(
+            [new_row(Message, **_message(message_id="m-long", role=too_long, task=task))]
+        )
+
+    by_orm = _stored_or_refused(through_the_orm)
+    Message.objects.filter(message_id="m-long").delete()
+    by_rows = _stored_or_refused(through_the_rows)
+
+    assert by_rows == by_orm
+    assert by_rows in ("refused", too_long)

@@ -28,6 +28,14 @@ log = get_logger("sqlite")
 
 # How long a writer waits for the lock before it lets SQLite decide (`PRAGMA busy_timeout`).
 WAIT_SECONDS = 10.0
+# Every connection: the write-ahead log lets readers run while one writer commits, and with
+# synchronous=NORMAL a commit does not wait for the disk (a crash of the machine, not of the
+# process, can lose the last commits); foreign keys checked; temporary tables in memory.
+_PRAGMAS = (
+    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+    f"PRAGMA busy_timeout={int(WAIT_SECONDS * 1000)}; PRAGMA foreign_keys=ON; "
+    "PRAGMA temp_store=MEMORY;"
+)
 _LONGEST_NAP = 0.001
 # Databases whose checkpoints a `Checkpointer` of this process makes: its connections leave
 # them alone.
@@ -44,6 +52,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
         conn = super().get_new_connection(conn_params)
+        conn.executescript(_PRAGMAS)
+        # A deployment's own `init_command` (OPTIONS) has the last word.
+        for command in getattr(self, "init_commands", ()):
+            if command := command.strip():
+                conn.execute(command)
         if self.settings_dict["NAME"] in _checkpointed_aside:
             conn.execute("PRAGMA wal_autocheckpoint=0")
         if not self.is_in_memory_db():

@@ -1,10 +1,12 @@
 """Group commit: what many concurrent requests write, written in one transaction.
 
 A `Batcher` takes items from any number of coroutines and hands whatever is waiting — one item
-when the hub is quiet, dozens under load — to a sync batch function, one transaction (run as
-`a2a_core.asyncdb.write` says). The batch function returns one result (or exception) per
-item, in order; each submitter gets its own. Nothing waits for a batch to fill: a lone request
-waits one turn of the event loop at most.
+when the hub is quiet, dozens under load — to a sync batch function, one transaction run by
+the deployment's writer (`a2a_core.storage.writers`). The batch function returns one result
+(or exception) per item, in order; each submitter gets its own. Nothing waits for a batch to
+fill: a lone request waits one turn of the event loop at most. While every writer thread is
+busy, what arrives waits for the first to be free, and goes in its next batch: batches grow
+with the load and shrink with it.
 
 Members are isolated: when the batch function raises instead of answering (one member's input
 broke the shared transaction, which rolled back), each member is written again alone, in a
@@ -19,8 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from a2a_core import timeline
-from a2a_core.asyncdb import write
 from a2a_core.logging import get_logger
+from a2a_core.storage.writers import Writer, writer
 
 log = get_logger("batching")
 
@@ -57,28 +59,40 @@ class Batcher[In, Out]:
         return await future
 
     async def _work(self, queue: asyncio.Queue[_Entry[In, Out]]) -> None:
+        into = writer()
+        free = asyncio.Semaphore(into.capacity)
+        running: set[asyncio.Task[None]] = set()
         while True:
-            batch = [await queue.get()]
+            first = await queue.get()
             # One more turn of the loop first: requests already due add their items, so a
             # busy hub commits fewer, larger batches (a tenth less CPU per call at
-            # concurrency 16); a lone request waits for nothing but that turn.
+            # concurrency 16); a lone request waits for nothing but that turn. Then a free
+            # writer: while none is, more items arrive for this batch.
             await asyncio.sleep(0)
+            await free.acquire()
+            batch = [first]
             while len(batch) < self.max_batch and not queue.empty():
                 batch.append(queue.get_nowait())
-            if timeline.ON:
-                timeline.batch([marks for _, _, marks in batch])
-            results = await self._commit([item for item, _, _ in batch])
-            for (_, future, _), result in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, Exception):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
+            task = asyncio.create_task(self._answer(into, batch))
+            running.add(task)
+            task.add_done_callback(running.discard)
+            task.add_done_callback(lambda _: free.release())
 
-    async def _commit(self, items: list[In]) -> list[Out | Exception]:
+    async def _answer(self, into: Writer, batch: list[_Entry[In, Out]]) -> None:
+        if timeline.ON:
+            timeline.batch([marks for _, _, marks in batch])
+        results = await self._commit(into, [item for item, _, _ in batch])
+        for (_, future, _), result in zip(batch, results, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, Exception):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    async def _commit(self, into: Writer, items: list[In]) -> list[Out | Exception]:
         try:
-            return await write(timeline.carried(functools.partial(self.process, items)))
+            return await into.run(timeline.carried(functools.partial(self.process, items)))
         except Exception as exc:
             if len(items) == 1:
                 return [exc]
@@ -90,7 +104,7 @@ class Batcher[In, Out]:
         results: list[Out | Exception] = []
         for item in items:
             try:
-                results.extend(await write(functools.partial(self.process, [item])))
+                results.extend(await into.run(functools.partial(self.process, [item])))
             except Exception as exc:
                 results.append(exc)
         return results

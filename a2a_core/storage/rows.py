@@ -11,21 +11,23 @@ SQLite on every call); its errors are still Django's (`IntegrityError`, ...).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django.db.models.base import ModelState
 from django.db.models.options import Options
 from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
+
+from a2a_core.storage import postgres
+from a2a_core.storage.drivers import column_name, database, driver_cursor, fields_of
 
 Adapt = Callable[[Any, BaseDatabaseWrapper], Any]
 
@@ -50,23 +52,9 @@ _UNCHANGED_INTEGERS: dict[type[Field[Any, Any]], type] = {
 }
 
 
-def _db() -> BaseDatabaseWrapper:
-    """This thread's connection itself: `django.db.connection` is a proxy that looks it up
-    again on every attribute access."""
-    return connections[DEFAULT_DB_ALIAS]
-
-
-def _fields(meta: Options[Any], names: Sequence[str]) -> list[Field[Any, Any]]:
-    return [cast("Field[Any, Any]", meta.get_field(name)) for name in names]
-
-
 def _pk(meta: Options[Any]) -> Field[Any, Any]:
     assert meta.pk is not None
     return meta.pk
-
-
-def _column(field: Field[Any, Any], db: BaseDatabaseWrapper) -> str:
-    return db.ops.quote_name(field.column or field.attname)
 
 
 def _utc_text(value: Any) -> str:
@@ -149,28 +137,15 @@ def _statement(
     return found
 
 
-@contextlib.contextmanager
-def _driver_cursor(db: BaseDatabaseWrapper) -> Iterator[Any]:
-    """The driver's own cursor, its errors raised as Django's (`IntegrityError`, ...) as
-    Django's cursor would."""
-    db.validate_no_broken_transaction()
-    with db.wrap_database_errors:
-        cursor = db.connection.cursor()
-        try:
-            yield cursor
-        finally:
-            cursor.close()
-
-
 def _write(db: BaseDatabaseWrapper, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-    """Run `sql` once per row of values."""
-    with _driver_cursor(db) as cursor:
+    """Run `sql` once per row of values (on PostgreSQL, pipelined: one round trip)."""
+    with driver_cursor(db) as cursor:
         cursor.executemany(sql, rows)
 
 
 def _write_returning(db: BaseDatabaseWrapper, sql: str, values: Sequence[Any]) -> list[Any]:
     """Run `sql` once; return the rows it returns."""
-    with _driver_cursor(db) as cursor:
+    with driver_cursor(db) as cursor:
         cursor.execute(sql, values)
         return list(cursor.fetchall())
 
@@ -256,93 +231,40 @@ def _saved(objs: Sequence[Model], db: BaseDatabaseWrapper) -> None:
         obj._state.db = db.alias
 
 
-Converters = list[tuple[int, list[Callable[..., Any]], Any]]
-_converters_by_shape: dict[tuple[type[Model], tuple[str, ...], str], Converters] = {}
-
-
-def _converters(model: type[Model], fields: tuple[str, ...], db: BaseDatabaseWrapper) -> Converters:
-    """Per column read back: the backend's and the field's converters, as the ORM applies
-    them to query results (datetimes from SQLite text, JSON, ...)."""
-    key = (model, fields, db.vendor)
-    found = _converters_by_shape.get(key)
-    if found is None:
-        found = []
-        for index, field in enumerate(_fields(model._meta, fields)):
-            column = field.get_col(model._meta.db_table)
-            chain = db.ops.get_db_converters(column) + column.get_db_converters(db)
-            if chain:
-                found.append((index, chain, column))
-        _converters_by_shape[key] = found
-    return found
-
-
-def select_rows(
-    model: type[Model],
-    fields: Sequence[str],
-    where: str,
-    params: Sequence[Any],
-    *,
-    order_by: str = "",
-    for_update: bool = False,
+def _values(
+    db: BaseDatabaseWrapper, fields: Sequence[Field[Any, Any]], rows: Sequence[Sequence[Any]]
 ) -> list[list[Any]]:
-    """`SELECT fields FROM model's table WHERE where` (SQL, `%s` for `params`), each value
-    converted as the ORM would. `for_update` locks the rows where the database can."""
-    db = _db()
-    quote = db.ops.quote_name
-    columns = ", ".join(_column(f, db) for f in _fields(model._meta, fields))
-    sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} WHERE {where}"
-    if order_by:
-        sql += f" ORDER BY {quote(order_by)}"
-    if for_update and db.features.has_select_for_update:
-        sql += " FOR UPDATE"
-    with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = [list(row) for row in cursor.fetchall()]
-    converters = _converters(model, tuple(fields), db)
-    if converters:
-        for row in rows:
-            for index, chain, column in converters:
-                for convert in chain:
-                    row[index] = convert(row[index], column, db)
-    return rows
-
-
-def select_models[M: Model](
-    model: type[M], where: str, params: Sequence[Any], **options: Any
-) -> list[M]:
-    """Model instances (every concrete field loaded) for `select_rows`' rows."""
-    names = tuple(f.attname for f in model._meta.concrete_fields)
-    alias = _db().alias
-    return [
-        model.from_db(alias, names, row)
-        for row in select_rows(model, names, where, params, **options)
-    ]
-
-
-def marks(count: int) -> str:
-    """`%s, %s, ...`: placeholders for an IN list of `count` values."""
-    return ", ".join(["%s"] * count)
+    """Plain rows of values for `fields`, each adapted as the ORM would write it."""
+    adapters = _adapters(fields, db)
+    return [[adapt(value, db) for adapt, value in zip(adapters, row, strict=True)] for row in rows]
 
 
 def insert_rows(objs: Sequence[Model]) -> None:
-    """`INSERT` objects whose primary key is already set, as one executemany.
+    """`INSERT` objects whose primary key is already set, in one statement (PostgreSQL) or
+    one executemany (SQLite).
 
     `auto_now`/`auto_now_add` fields are filled in as `save()` would; nothing is read back.
     """
     if not objs:
         return
-    db = _db()
+    db = database()
     model = type(objs[0])
     meta = model._meta
+    _stamped(objs, meta.concrete_fields)
+    if db.vendor == "postgresql":
+        fields = list(meta.concrete_fields)
+        rows = [[getattr(obj, f.attname) for f in fields] for obj in objs]
+        postgres.insert(db, meta.db_table, fields, _values(db, fields, rows))
+        _saved(objs, db)
+        return
 
     def make(marks: Callable[[int], str]) -> tuple[str, Sequence[Field[Any, Any]]]:
         fields = list(meta.concrete_fields)
-        columns = ", ".join(_column(f, db) for f in fields)
+        columns = ", ".join(column_name(f, db) for f in fields)
         table = db.ops.quote_name(meta.db_table)
         return f"INSERT INTO {table} ({columns}) VALUES ({marks(len(fields))})", fields
 
     statement = _statement(("insert", model), db, make)
-    _stamped(objs, meta.concrete_fields)
     _write(db, statement.sql, [statement.values(obj, db) for obj in objs])
     _saved(objs, db)
 
@@ -350,17 +272,24 @@ def insert_rows(objs: Sequence[Model]) -> None:
 def insert_returning_pks(objs: Sequence[Model]) -> None:
     """`INSERT` objects whose primary key the database assigns, and set each one's pk.
 
-    One multi-row `INSERT ... RETURNING` per chunk (SQLite >= 3.35 and PostgreSQL return the
-    rows in the order they were given, as `bulk_create` relies on too).
+    One statement returning the keys in the order the rows were given (PostgreSQL: `unnest`,
+    as `bulk_create` does; SQLite >= 3.35: a multi-row `VALUES ... RETURNING` per chunk).
     """
     if not objs:
         return
-    db = _db()
+    db = database()
     model = type(objs[0])
     meta = model._meta
     pk = _pk(meta)
     fields = [f for f in meta.concrete_fields if f is not pk]
     _stamped(objs, fields)
+    if db.vendor == "postgresql":
+        rows = [[getattr(obj, f.attname) for f in fields] for obj in objs]
+        keys = postgres.insert(db, meta.db_table, fields, _values(db, fields, rows), returning=pk)
+        for obj, key in zip(objs, keys, strict=True):
+            setattr(obj, pk.attname, key)
+        _saved(objs, db)
+        return
     size = max(1, db.ops.bulk_batch_size(fields, objs))
     for start in range(0, len(objs), size):
         chunk = objs[start : start + size]
@@ -368,11 +297,11 @@ def insert_returning_pks(objs: Sequence[Model]) -> None:
         def make(
             marks: Callable[[int], str], rows: int = len(chunk)
         ) -> tuple[str, Sequence[Field[Any, Any]]]:
-            columns = ", ".join(_column(f, db) for f in fields)
+            columns = ", ".join(column_name(f, db) for f in fields)
             table = db.ops.quote_name(meta.db_table)
             values = ", ".join([f"({marks(len(fields))})"] * rows)
             return (
-                f"INSERT INTO {table} ({columns}) VALUES {values} RETURNING {_column(pk, db)}",
+                f"INSERT INTO {table} ({columns}) VALUES {values} RETURNING {column_name(pk, db)}",
                 fields,
             )
 
@@ -388,12 +317,16 @@ def insert_values(model: type[Model], fields: Sequence[str], rows: Sequence[Sequ
     """`INSERT` plain rows of values for `fields`: no model instance for rows nothing reads back."""
     if not rows:
         return
-    db = _db()
+    db = database()
     meta = model._meta
+    if db.vendor == "postgresql":
+        columns = fields_of(meta, fields)
+        postgres.insert(db, meta.db_table, columns, _values(db, columns, rows))
+        return
 
     def make(marks: Callable[[int], str]) -> tuple[str, Sequence[Field[Any, Any]]]:
-        columns = _fields(meta, fields)
-        names = ", ".join(_column(c, db) for c in columns)
+        columns = fields_of(meta, fields)
+        names = ", ".join(column_name(c, db) for c in columns)
         table = db.ops.quote_name(meta.db_table)
         return f"INSERT INTO {table} ({names}) VALUES ({marks(len(columns))})", columns
 
@@ -412,16 +345,21 @@ def update_values(
     """`UPDATE ... SET fields WHERE pk` from plain (pk, values) rows."""
     if not rows:
         return
-    db = _db()
+    db = database()
     meta = model._meta
+    if db.vendor == "postgresql":
+        columns, pk = fields_of(meta, fields), _pk(meta)
+        values = _values(db, [*columns, pk], [(*values, key) for key, values in rows])
+        postgres.update(db, meta.db_table, columns, pk, values)
+        return
 
     def make(marks: Callable[[int], str]) -> tuple[str, Sequence[Field[Any, Any]]]:
-        columns = _fields(meta, fields)
+        columns = fields_of(meta, fields)
         pk = _pk(meta)
-        assignments = ", ".join(f"{_column(c, db)} = {marks(1)}" for c in columns)
+        assignments = ", ".join(f"{column_name(c, db)} = {marks(1)}" for c in columns)
         table = db.ops.quote_name(meta.db_table)
         return (
-            f"UPDATE {table} SET {assignments} WHERE {_column(pk, db)} = {marks(1)}",
+            f"UPDATE {table} SET {assignments} WHERE {column_name(pk, db)} = {marks(1)}",
             [*columns, pk],
         )
 
@@ -442,7 +380,7 @@ def update_rows(objs: Sequence[Model], fields: Sequence[str]) -> None:
     if not objs:
         return
     meta = type(objs[0])._meta
-    columns = _fields(meta, fields)
+    columns = fields_of(meta, fields)
     update_values(
         type(objs[0]),
         fields,

@@ -1,0 +1,145 @@
+"""Where the group commits run: writer threads, each with a database connection it keeps.
+
+A group commit (`a2a_core.storage.batching`) hands its batch function — one short write
+transaction — to the deployment's writer, which runs it on a thread of its own, never on the
+event loop's: Django's guard against blocking the loop stays in force everywhere, and no
+switch in the process lifts it.
+
+- SQLite (`SQLiteWriter`): one writer thread. The database takes one writer at a time
+  whatever the process does; one thread keeps the batches large. The sqlite3 module lets go
+  of the interpreter lock while SQLite itself works (its B-trees, indexes and log), so that
+  work overlaps with the loop's.
+- PostgreSQL (`PostgresWriter`): HUB_DB_WRITERS threads (default 2), each with a connection
+  of its own, so several group commits are in flight at once: while one waits for the
+  server, another builds its batch, and the loop answers requests meanwhile.
+
+A writer thread keeps its connection from one batch to the next (it is checked, and replaced,
+only after an error). Taking a pooled connection for every batch and handing it back, as the
+request threads do, costs a pool round and a `SET` check each time. Figures for each choice
+are in `bench/README.md` and in the docstrings of the functions that make it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from a2a_core.logging import get_logger
+
+log = get_logger("storage")
+
+type _Job = tuple[Callable[[], Any], Future[Any]] | None
+
+
+class _WriterThread:
+    """One thread, one connection: runs the jobs given to it, one at a time."""
+
+    def __init__(self, name: str) -> None:
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self.thread.start()
+
+    def submit[R](self, fn: Callable[[], R]) -> Future[R]:
+        future: Future[R] = Future()
+        self.jobs.put((fn, future))
+        return future
+
+    def _serve(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            fn, future = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                _healthy()
+                result = fn()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+        connections.close_all()
+
+
+def _healthy() -> None:
+    """This thread's connection, kept between batches, dropped when an error left it unusable
+    (the next statement opens a new one)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.connection is not None and connection.errors_occurred:
+        if connection.is_usable():
+            connection.errors_occurred = False
+        else:
+            connection.close()
+
+
+class Writer:
+    """Runs batch functions on `capacity` writer threads; at most `capacity` at once."""
+
+    name = "hub-write"
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._threads: list[_WriterThread] = []
+        self._idle: list[_WriterThread] = []
+        self._free: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+    def _take(self) -> _WriterThread:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            thread = _WriterThread(f"{self.name}-{len(self._threads) + 1}")
+            self._threads.append(thread)
+            return thread
+
+    def _give_back(self, thread: _WriterThread) -> None:
+        with self._lock:
+            self._idle.append(thread)
+
+    async def run[R](self, fn: Callable[[], R]) -> R:
+        """Run `fn` (one transaction, made by `fn`) on a free writer thread; its result."""
+        loop = asyncio.get_running_loop()
+        free = self._free.get(loop)
+        if free is None:
+            for old in [lp for lp in self._free if lp.is_closed()]:
+                del self._free[old]
+            free = self._free[loop] = asyncio.Semaphore(self.capacity)
+        async with free:
+            thread = self._take()
+            try:
+                return await asyncio.wrap_future(thread.submit(fn))
+            finally:
+                self._give_back(thread)
+
+    def close_connections(self) -> None:
+        """Close every writer thread's connection (each on its own thread) and wait; the next
+        batch opens a new one. For shutdown, and before a test database is dropped."""
+        with self._lock:
+            threads = list(self._threads)
+        waiting = [thread.submit(connections.close_all) for thread in threads]
+        for future in waiting:
+            with contextlib.suppress(Exception):
+                future.result(timeout=30)
+
+
+class SQLiteWriter(Writer):
+    name = "hub-write-sqlite"
+
+
+class PostgresWriter(Writer):
+    name = "hub-write-pg"
+
+
+@lru_cache(maxsize=1)
+def writer() -> Writer:
+    """This process's writer, by the database it writes to."""
+    if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+        return PostgresWriter(max(1, int(settings.HUB_DB_WRITERS)))
+    return SQLiteWriter(1)
