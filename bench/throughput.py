@@ -214,6 +214,27 @@ def timeline_lines(found: dict[str, list[float]]) -> list[str]:
     ]
 
 
+def servers(config: Config) -> dict[str, list[int]]:
+    """The database's and Redis' own processes serving the hub (PostgreSQL: its backends
+    connected to the bench's database; Redis: its server), to count their CPU too."""
+    if config.backend != "postgres":
+        return {}
+    database = urlsplit(POSTGRES_URL).path.lstrip("/")
+    found: dict[str, list[int]] = {"postgres": [], "redis": []}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if command.startswith("postgres: ") and f" {database} " in command:
+            found["postgres"].append(int(entry.name))
+        elif command.startswith("redis-server"):
+            found["redis"].append(int(entry.name))
+    return found
+
+
 def measured(url: str, pids: dict[str, list[int]], **load: Any) -> Result:
     """One load run, with the CPU each group of processes in `pids` used meanwhile (in cores)."""
 
@@ -261,9 +282,12 @@ def run_config(config: Config, args: argparse.Namespace, echo_port: int) -> dict
     levels: dict[int, Level] = {}
     try:
         wait_for_port(hub_port, hub, timeout=60)
-        before = _child(config, "--count")
         direct_url = f"http://127.0.0.1:{echo_port}/"
         hub_url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
+        # A first second of calls: every worker's connections are open before measuring.
+        asyncio.run(run_load(hub_url, concurrency=8, seconds=1, warmup=0, token=token))
+        stretches(timeline)
+        before = _child(config, "--count")
         print(f"\n== {config.label} (hub on {args.server}) ==")
         answered = 0
         for concurrency in args.concurrency:
@@ -281,7 +305,7 @@ def run_config(config: Config, args: argparse.Namespace, echo_port: int) -> dict
                 throughs.append(
                     measured(
                         hub_url,
-                        {"hub": [hub.pid], "echo": [args.echo_pid]},
+                        {"hub": [hub.pid], "echo": [args.echo_pid], **servers(config)},
                         concurrency=concurrency,
                         seconds=args.seconds,
                         token=token,

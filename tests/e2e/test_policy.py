@@ -3,6 +3,7 @@ refuse it, roll back, see it delivered again."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -132,3 +133,29 @@ async def test_a_dry_run_of_no_change_reports_zero_and_one_denied_pair_only_its_
     examples = report.locator("tbody tr td.pair")
     await expect(examples).to_have_text(["beta→echo", "beta→echo"])
     await shot_from_top(page, "policy-dry-run-one-pair")
+
+
+async def test_a_dry_run_clicked_while_a_cell_change_is_on_its_way_includes_that_change(
+    hub, sdk, dashboard
+):
+    await hub.endpoint_agent("echo")
+    _, beta = await hub.caller("beta")
+    await db(policy_publish, document={}, reason="the defaults", actor_label="setup")
+    for i in range(2):
+        await send(await sdk("echo", beta), request(f"echo beta {i}"))
+    page = await dashboard("admin")
+    await page.goto(f"{hub.url}/policy/")
+    await live(page)
+
+    # The grid's answer to the click takes its time, as on a slow network.
+    async def slowly(route) -> None:
+        await asyncio.sleep(0.8)
+        await route.continue_()
+
+    await page.route("**/policy/draft/", slowly)
+    await page.get_by_role("button", name=re.compile(r"^beta → echo:")).click()
+    await page.get_by_role("button", name="Dry-run the draft").click()
+
+    report = page.locator("#dry-run-report")
+    await expect(report.locator(".dry-run-changed")).to_have_text("2")
+    await expect(page.get_by_role("button", name=re.compile(r"^beta → echo: deny"))).to_be_visible()
