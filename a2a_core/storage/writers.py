@@ -14,9 +14,9 @@ switch in the process lifts it.
   server, another builds its batch, and the loop answers requests meanwhile.
 
 A writer thread keeps its connection from one batch to the next (it is checked, and replaced,
-only after an error). Taking a pooled connection for every batch and handing it back, as the
-request threads do, costs a pool round and a `SET` check each time. Figures for each choice
-are in `bench/README.md` and in the docstrings of the functions that make it.
+only after an error), where the database thread hands its pooled connection back after every
+call. The figures behind each choice (the thread against the loop's own thread on SQLite, how
+many writers on PostgreSQL) are in bench/README.md, "The write path's room".
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
-
-from a2a_core.logging import get_logger
-
-log = get_logger("storage")
 
 type _Job = tuple[Callable[[], Any], Future[Any]] | None
 
