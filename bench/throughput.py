@@ -61,13 +61,9 @@ REDIS_URL = os.environ.get("HUB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
 # --- in a child process: the hub's database, through Django -----------------------------------
 
 
-def prepare(echo_port: int, incoming_concurrent: str) -> None:
+def _register(echo_port: int, incoming_concurrent: int | str | None) -> str:
     """Migrate, register the echo agent and a caller, put the policy's limits out of reach;
-    print the caller's token (run with the hub's environment)."""
-    import django
-
-    sys.path.insert(0, str(ROOT))
-    django.setup()
+    the caller's token (Django set up, on the hub's database)."""
     from django.core.management import call_command
 
     from a2a_core.services.agents import agent_register
@@ -101,10 +97,43 @@ def prepare(echo_port: int, incoming_concurrent: str) -> None:
     # Measure routing, not the default per-caller limits (which would refuse most calls).
     document: dict[str, Any] = {"limits": dict(OUT_OF_REACH["limits"])}
     if incoming_concurrent != "default":
-        limit = None if incoming_concurrent == "none" else int(incoming_concurrent)
+        limit = None if incoming_concurrent in (None, "none") else int(incoming_concurrent)
         document["limits"]["incomingConcurrent"] = limit
     policy_publish(document=document, reason="bench: limits out of reach")
-    print(json.dumps({"token": caller.token}))
+    assert caller.token
+    return caller.token
+
+
+def prepare_hub(
+    data_dir: Path, echo_port: int, incoming_concurrent: int | str | None = "default"
+) -> tuple[dict[str, str], str]:
+    """For the other benches: point this process's Django at a fresh database in `data_dir`
+    (or DATABASE_URL), prepare it as `_register` does; return the hub's env and the token."""
+    env = {
+        "HUB_DATA_DIR": str(data_dir),
+        "DATABASE_URL": os.environ.get("DATABASE_URL", f"sqlite:///{data_dir / 'hub.sqlite3'}"),
+        "HUB_LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.db import connections
+
+    token = _register(echo_port, incoming_concurrent)
+    connections.close_all()
+    return env, token
+
+
+def prepare(echo_port: int, incoming_concurrent: str) -> None:
+    """`_register`, printing the token (a child process run with the hub's environment)."""
+    import django
+
+    sys.path.insert(0, str(ROOT))
+    django.setup()
+    print(json.dumps({"token": _register(echo_port, incoming_concurrent)}))
 
 
 def count() -> None:
