@@ -42,7 +42,12 @@ from a2a_core.services.message_checks import (
 from a2a_core.services.message_placing import message_place
 from a2a_core.services.questions import withdraw_questions
 from a2a_core.services.task_states import task_item, task_set_state
-from a2a_core.storage.rows import insert_returning_pks, insert_rows
+from a2a_core.storage.rows import (
+    insert_returning_pks,
+    insert_rows,
+    update_rows,
+    written_together,
+)
 
 
 @dataclass(frozen=True)
@@ -384,13 +389,14 @@ def _write(plans: list[_Plan], now: datetime) -> None:
     for p in plans:
         if p.task.target.delivery_mode == DeliveryMode.INBOX:
             p.task.deadline = p.inbox_deadline(now)
-    insert_rows(
-        [p.task for p in plans if p.created and p.judged and p.judged.decision.action != "reject"]
-    )
-    for p in plans:
-        if not p.created and p.judged and p.judged.decision.action != "reject":
-            p.task.save(update_fields=["deadline", "updated_at"])
-    insert_returning_pks([p.row for p in plans if p.row is not None])
+    kept = [p for p in plans if p.judged and p.judged.decision.action != "reject"]
+    continued = [p.task for p in kept if not p.created]
+    for task in continued:
+        task.updated_at = now
+    with written_together():
+        insert_rows([p.task for p in kept if p.created])
+        update_rows(continued, ["deadline", "updated_at"])
+        insert_returning_pks([p.row for p in plans if p.row is not None])
     inbox_enqueue(
         [
             Delivery(

@@ -35,7 +35,13 @@ from a2a_core.selectors.task_wire import state_from_wire, status_update
 from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.task_states import check_transition, task_item
 from a2a_core.storage.reads import models_by_pk
-from a2a_core.storage.rows import insert_returning_pks, insert_values, update_rows, update_values
+from a2a_core.storage.rows import (
+    insert_returning_pks,
+    insert_values,
+    update_rows,
+    update_values,
+    written_together,
+)
 
 log = get_logger("tasks")
 
@@ -81,19 +87,18 @@ class UnitOfWork:
 
     def flush(self) -> None:
         items: list[TrafficItem] = []
-        if self.replies:
-            insert_returning_pks([row for row, _ in self.replies])
-            items.extend(message_item(row, task) for row, task in self.replies)
-        insert_values(TaskEvent, _EVENT_FIELDS, self.events)
-        if self.touched:
-            update_rows(list(self.touched.values()), _TASK_FIELDS)
-            items.extend(task_item(task, "updated") for task in self.touched.values())
         # Rows not answered yet only change their delivery state: an earlier answer time is
         # never overwritten.
         answered = [(pk, row) for pk, row in self.answers.items() if row[1] is not None]
         delivered = [(pk, row[:1]) for pk, row in self.answers.items() if row[1] is None]
-        update_values(Message, _ANSWER_FIELDS, answered)
-        update_values(Message, _ANSWER_FIELDS[:1], delivered)
+        with written_together():
+            insert_values(TaskEvent, _EVENT_FIELDS, self.events)
+            update_rows(list(self.touched.values()), _TASK_FIELDS)
+            update_values(Message, _ANSWER_FIELDS, answered)
+            update_values(Message, _ANSWER_FIELDS[:1], delivered)
+            insert_returning_pks([row for row, _ in self.replies])
+        items.extend(message_item(row, task) for row, task in self.replies)
+        items.extend(task_item(task, "updated") for task in self.touched.values())
         # The request's row in live feeds, drawn before the answer came, shows its latency.
         items.extend(
             AnsweredItem(message_pk=pk, latency_ms=row[2])

@@ -9,7 +9,8 @@ justifies it in the docstring of the function that plays it:
 - `writers`: where group commits run — writer threads with connections they keep, never the
   event loop's thread; one on SQLite, several at once on PostgreSQL.
 - `rows`: rows built without `Model.__init__` and written in statements composed once, on
-  the driver's own cursor; `postgres`: a table's rows of a batch in one prepared statement.
+  the driver's own cursor, a batch's writes sent together (one round trip on PostgreSQL);
+  `postgres`: a table's rows of a batch in one prepared statement.
 - `reads`: the few reads a batch makes (the tasks it changes, locked; calls in flight).
 - `drivers`: the connection and cursor those statements run on.
 - `sqlite`: the SQLite backend — WAL, writers queued on a lock file, checkpoints aside.

@@ -47,3 +47,23 @@ def driver_cursor(db: BaseDatabaseWrapper) -> Iterator[Any]:
             yield cursor
         finally:
             cursor.close()
+
+
+@contextlib.contextmanager
+def sent_together(db: BaseDatabaseWrapper) -> Iterator[None]:
+    """The statements run inside, within a transaction, go to PostgreSQL together (psycopg's
+    pipeline mode): they travel when a result is read (a `RETURNING`'s keys, a query's rows)
+    or when the block ends, in one round trip, not one each. Their errors are raised as
+    Django's, at that moment. Nothing changes on SQLite, or outside a transaction.
+
+    For the writes of a group commit that read nothing back until their last statement; an
+    ORM `save()` of an existing row must not run inside (it reads the count of rows its
+    UPDATE changed, which is not known until the round trip)."""
+    if db.vendor != "postgresql" or not db.in_atomic_block:
+        yield
+        return
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors:
+        db.ensure_connection()
+        with db.connection.pipeline():
+            yield

@@ -12,6 +12,7 @@ SQLite on every call); its errors are still Django's (`IntegrityError`, ...).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -27,7 +28,13 @@ from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 
 from a2a_core.storage import postgres
-from a2a_core.storage.drivers import column_name, database, driver_cursor, fields_of
+from a2a_core.storage.drivers import (
+    column_name,
+    database,
+    driver_cursor,
+    fields_of,
+    sent_together,
+)
 
 Adapt = Callable[[Any, BaseDatabaseWrapper], Any]
 
@@ -50,6 +57,15 @@ _UNCHANGED_INTEGERS: dict[type[Field[Any, Any]], type] = {
     models.AutoField: int,
     models.BigAutoField: int,
 }
+
+
+def written_together() -> AbstractContextManager[None]:
+    """A block of writes sent to the database in one round trip where it can (PostgreSQL's
+    pipeline: `storage.drivers.sent_together`), the trip made when the block ends or when a
+    statement's result is read; put the one write whose result is read (`insert_returning_pks`)
+    last. A group commit's writes took one round trip each: four for the record of an answer
+    (its reply, its event, the task, the request's delivery state), two for an accept."""
+    return sent_together(database())
 
 
 def _pk(meta: Options[Any]) -> Field[Any, Any]:

@@ -10,7 +10,13 @@ import pytest
 from django.db import DatabaseError, IntegrityError, transaction
 
 from a2a_core.models import Message, Task, TaskEvent
-from a2a_core.storage.rows import insert_returning_pks, insert_values, new_row, update_values
+from a2a_core.storage.rows import (
+    insert_returning_pks,
+    insert_values,
+    new_row,
+    update_values,
+    written_together,
+)
 from tests.factories import make_task, register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,6 +102,48 @@ def test_a_write_that_breaks_a_constraint_is_djangos_error_and_leaves_nothing():
         insert_returning_pks([again, repeated])
 
     assert list(Message.objects.values_list("message_id", flat=True)) == ["m-1"]
+
+
+def test_writes_sent_together_land_together_or_fail_as_djangos_error_with_nothing_kept():
+    sender, target = register().agent, register().agent
+    task = make_task(target=target, caller=sender)
+    first = new_row(Message, **_message(sender=sender, task=task, direction="request"))
+    with transaction.atomic(), written_together():
+        insert_values(
+            TaskEvent,
+            ["task", "seq", "kind", "state", "payload", "created_at"],
+            [[task.pk, 1, "status", "working", {}, datetime.now(UTC)]],
+        )
+        update_values(Task, ["state"], [(task.pk, ["working"])])
+        insert_returning_pks([first])
+        # The keys are read back within the block.
+        assert first.pk is not None
+    task.refresh_from_db()
+    assert task.state == "working"
+    assert TaskEvent.objects.filter(task=task).count() == 1
+
+    # A row without its required parts is refused by the database; the error comes with
+    # the round trip at the end of the block, and what was sent before it is rolled back.
+    def change_then_break() -> None:
+        with transaction.atomic(), written_together():
+            update_values(Task, ["state"], [(task.pk, ["completed"])])
+            insert_values(
+                TaskEvent,
+                ["task", "seq", "kind", "state", "payload", "created_at"],
+                [[task.pk, 2, "status", "completed", {}, datetime.now(UTC)]],
+            )
+            insert_values(Message, ["message_id", "role", "task"], [["m-2", "user", task.pk]])
+
+    with pytest.raises(IntegrityError):
+        change_then_break()
+    task.refresh_from_db()
+    assert task.state == "working"
+    assert TaskEvent.objects.filter(task=task).count() == 1
+    assert Message.objects.filter(task=task).count() == 1
+    # The connection is fit for the next transaction.
+    with transaction.atomic(), written_together():
+        insert_returning_pks([new_row(Message, **_message(message_id="m-3", task=task))])
+    assert Message.objects.filter(task=task).count() == 2
 
 
 def _stored_or_refused(write) -> str:
