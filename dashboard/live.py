@@ -15,6 +15,10 @@ Pages that show numbers (the overview) are refreshed by the relay's ticker every
 TICK_SECONDS while someone looks at them, also rendered once per tick — on a thread of their
 own, so that aggregating a busy hour never holds up the hub's database thread, and less often
 when that takes long (see `Relay._tick`).
+
+The relay listens only while someone looks: IDLE_SECONDS after the last browser leaves, it
+leaves the event groups (a busy hub's every event would otherwise be received and decoded
+for nobody), and the next browser to open a page starts it again.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ FLUSH_SECONDS = 0.05
 TICK_SECONDS = 2.0
 # Computing the numbers may take at most this share of the time between two ticks.
 TICK_BUDGET = 0.1
+# How long the relay goes on listening after its last browser left: a reload or a click to
+# another page comes back within it and finds the relay still subscribed.
+IDLE_SECONDS = 30.0
 GROUPS = ("traffic", "escalations", "agents", "policy")
 
 
@@ -259,11 +266,16 @@ class Relay:
         self.pending: list[dict[str, Any]] = []
         self.kick = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
+        # The timer that stops the relay once nobody looks (see `leave`).
+        self.resting: asyncio.TimerHandle | None = None
         # page -> a sync function rendering that page's numbers (see `ticker`)
         self.tickers = _tickers
 
     def join(self, viewer: Viewer) -> None:
         self.viewers.add(viewer)
+        if self.resting is not None:
+            self.resting.cancel()
+            self.resting = None
         if not self.tasks:
             loop = asyncio.get_running_loop()
             self.tasks = [
@@ -274,19 +286,39 @@ class Relay:
 
     def leave(self, viewer: Viewer) -> None:
         self.viewers.discard(viewer)
+        if not self.viewers and self.tasks and self.resting is None:
+            self.resting = asyncio.get_running_loop().call_later(IDLE_SECONDS, self._rest)
+
+    def _rest(self) -> None:
+        """Nobody has looked for IDLE_SECONDS: stop listening until the next browser joins."""
+        self.resting = None
+        if self.viewers:
+            return
+        for task in self.tasks:
+            task.cancel()
+            # Held until it has left the groups (its `finally`).
+            _stopping.add(task)
+            task.add_done_callback(_stopping.discard)
+        self.tasks = []
+        self.pending = []
 
     async def _listen(self) -> None:
         layer = get_channel_layer()
         if layer is None:
             return
         channel = await layer.new_channel()
-        for group in GROUPS:
-            await layer.group_add(group, channel)
-        while True:
-            message = await layer.receive(channel)
-            # Read on the relay's thread (`render_update`), off the event loop.
-            self.pending.append(message)
-            self.kick.set()
+        try:
+            for group in GROUPS:
+                await layer.group_add(group, channel)
+            while True:
+                message = await layer.receive(channel)
+                # Read on the relay's thread (`render_update`), off the event loop.
+                self.pending.append(message)
+                self.kick.set()
+        finally:
+            for group in GROUPS:
+                with contextlib.suppress(Exception):
+                    await layer.group_discard(group, channel)
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -346,6 +378,7 @@ class Relay:
 
 
 _relays: dict[asyncio.AbstractEventLoop, Relay] = {}
+_stopping: set[asyncio.Task[None]] = set()
 
 
 def relay() -> Relay:
@@ -374,6 +407,8 @@ async def stop() -> None:
     found = _relays.pop(asyncio.get_running_loop(), None)
     if found is None:
         return
+    if found.resting is not None:
+        found.resting.cancel()
     for task in found.tasks:
         task.cancel()
     for task in found.tasks:
