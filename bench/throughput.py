@@ -28,6 +28,11 @@ its default unless `--incoming-concurrent` says otherwise.
 committed, forwarded, answered by the agent, the answer recorded, answered) and the p50 of
 each stretch between two points is printed under each level's figures, over all its hub runs.
 Costs a few microseconds per call: compare timelines with timelines.
+
+`--floor`: each round also loads a bare proxy (`bench/floor_proxy.py`: the a2a-sdk's server
+forwarding to the agent with the a2a-sdk client, nothing else), and each level prints it
+beside the others: what any hub built on the SDK costs per call before doing anything of its
+own (floor/direct), and what the hub's own work costs on top of it (hub/floor).
 """
 
 from __future__ import annotations
@@ -286,6 +291,7 @@ def median_run(runs: list[Result]) -> Result:
 class Level:
     direct: Result
     hub: Result
+    floor: Result | None = None
 
     @property
     def ratio(self) -> float:
@@ -320,7 +326,7 @@ def run_config(config: Config, args: argparse.Namespace, echo_port: int) -> dict
         print(f"\n== {config.label} (hub on {args.server}) ==")
         answered = 0
         for concurrency in args.concurrency:
-            directs, throughs = [], []
+            directs, throughs, floors = [], [], []
             timelines: dict[str, list[float]] = defaultdict(list)
             for _ in range(args.rounds):
                 directs.append(
@@ -331,6 +337,15 @@ def run_config(config: Config, args: argparse.Namespace, echo_port: int) -> dict
                         seconds=args.seconds,
                     )
                 )
+                if args.floor:
+                    floors.append(
+                        measured(
+                            f"http://127.0.0.1:{args.floor_port}/",
+                            {"proxy": [args.floor_pid], "echo": [args.echo_pid]},
+                            concurrency=concurrency,
+                            seconds=args.seconds,
+                        )
+                    )
                 throughs.append(
                     measured(
                         hub_url,
@@ -343,15 +358,22 @@ def run_config(config: Config, args: argparse.Namespace, echo_port: int) -> dict
                 for name, ms in stretches(timeline).items():
                     timelines[name] += ms
             answered += sum(t.requests - t.errors for t in throughs)
-            level = levels[concurrency] = Level(median_run(directs), median_run(throughs))
+            level = levels[concurrency] = Level(
+                median_run(directs), median_run(throughs), median_run(floors) if floors else None
+            )
             runs = ", ".join(f"{r.rate:.0f}" for r in directs)
             print(line("direct", level.direct) + f"   (runs: {runs})")
+            if level.floor is not None:
+                runs = ", ".join(f"{r.rate:.0f}" for r in floors)
+                print(line("floor", level.floor) + f"   (runs: {runs})")
             runs = ", ".join(f"{r.rate:.0f}" for r in throughs)
             print(line("hub", level.hub) + f"   (runs: {runs})")
             print(
                 f"         ratio hub/direct: throughput {level.ratio:.2f}x, "
                 f"p50 +{level.hub.pct(50) - level.direct.pct(50):.2f} ms"
             )
+            if level.floor is not None:
+                print(floor_line(level))
             if args.timeline:
                 print("         the hub's timeline per call:")
                 print("\n".join(timeline_lines(timelines)))
@@ -366,6 +388,36 @@ def run_config(config: Config, args: argparse.Namespace, echo_port: int) -> dict
         hub.wait(30)
         shutil.rmtree(data_dir, ignore_errors=True)
     return levels
+
+
+def floor_line(level: Level) -> str:
+    """Where the hub's cost splits: the SDK's server and client (the floor), and the rest."""
+    floor = level.floor
+    assert floor is not None
+    return (
+        f"         the a2a-sdk floor: floor/direct {floor.rate / level.direct.rate:.2f}x "
+        f"(p50 +{floor.pct(50) - level.direct.pct(50):.2f} ms), hub/floor "
+        f"{level.hub.rate / floor.rate:.2f}x (p50 +{level.hub.pct(50) - floor.pct(50):.2f} ms); "
+        f"CPU per call: proxy {floor.cpu_ms_per_call('proxy'):.2f} ms, "
+        f"hub {level.hub.cpu_ms_per_call('hub'):.2f} ms"
+    )
+
+
+def floors(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
+    """What a bare a2a-sdk proxy reached beside the targets' levels (with `--floor`): the
+    most any hub built on the SDK could, on this machine."""
+    out = []
+    for (backend, workers), levels in results.items():
+        for concurrency in (1, 16):
+            level = levels.get(concurrency)
+            if level is None or level.floor is None:
+                continue
+            out.append(
+                f"{backend}, {workers} worker{'s' if workers > 1 else ''}, c={concurrency}: "
+                f"a bare a2a-sdk proxy {level.floor.rate / level.direct.rate:.2f}x direct, "
+                f"p50 +{level.floor.pct(50) - level.direct.pct(50):.2f} ms"
+            )
+    return out
 
 
 def verdict(ok: bool) -> str:
@@ -433,6 +485,11 @@ def main() -> None:
     parser.add_argument(
         "--timeline", action="store_true", help="print where a call's time goes in the hub"
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also load a bare a2a-sdk proxy (bench/floor_proxy.py) each round",
+    )
     parser.add_argument("--prepare", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--count", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -449,6 +506,11 @@ def main() -> None:
     echo_port = free_port()
     echo = spawn(["bench/echo_agent.py", str(echo_port)])
     args.echo_pid = echo.pid
+    floor = None
+    if args.floor:
+        args.floor_port = free_port()
+        floor = spawn(["bench/floor_proxy.py", str(args.floor_port), str(echo_port)])
+        args.floor_pid = floor.pid
     print(
         f"SendMessage, {args.seconds:g} s per run x {args.rounds} rounds per level; "
         f"incomingConcurrent: {args.incoming_concurrent}"
@@ -456,14 +518,20 @@ def main() -> None:
     results: dict[tuple[str, int], dict[int, Level]] = {}
     try:
         wait_for_port(echo_port, echo)
+        if floor is not None:
+            wait_for_port(args.floor_port, floor)
         for config in configs:
             results[(config.backend, config.workers)] = run_config(config, args, echo_port)
     finally:
-        echo.terminate()
-        echo.wait(10)
+        for server in (echo, floor):
+            if server is not None:
+                server.terminate()
+                server.wait(10)
     print()
     for text in targets(results):
         print(f"target: {text}")
+    for text in floors(results):
+        print(f"floor: {text}")
 
 
 if __name__ == "__main__":

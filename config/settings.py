@@ -141,6 +141,9 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["CONN_MAX_AGE"] = None
     _db["TEST"] = {"NAME": str(DATA_DIR / "test-hub.sqlite3")}
 elif _db["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend without the `LIKE 'prefix%'` indexes no query here uses
+    # (a2a_core/storage/postgresql/base.py).
+    _db["ENGINE"] = "a2a_core.storage.postgresql"
     # A pooled connection per request; CONN_MAX_AGE > 0 under ASGI leaks connections.
     _db["CONN_MAX_AGE"] = 0
     _db.setdefault("OPTIONS", {})
