@@ -81,6 +81,20 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, elapsed) CPU seconds of the whole machine so far, all cores (from /proc/stat):
+    busy is everything but idle and I/O wait; NaN where /proc is missing."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return float("nan"), float("nan")
+    ticks = os.sysconf("SC_CLK_TCK")
+    # guest time is counted inside user time already
+    total = sum(fields[:8])
+    idle = fields[3] + fields[4]
+    return (total - idle) / ticks, total / ticks
+
+
 @dataclass
 class Result:
     concurrency: int
@@ -90,6 +104,8 @@ class Result:
     latencies_ms: list[float]
     # process name -> cores it used during the run (CPU seconds per second)
     cores: dict[str, float] = field(default_factory=dict)
+    # the whole machine's cores busy during the run (every process, the load generator's too)
+    machine: float = float("nan")
 
     def cpu_ms_per_call(self, name: str) -> float:
         return self.cores[name] / self.rate * 1000 if self.rate else float("nan")

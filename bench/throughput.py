@@ -54,7 +54,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from load import ROOT, Result, cpu_seconds, free_port, run_load, spawn, wait_for_port
+from load import (
+    ROOT,
+    Result,
+    cpu_seconds,
+    free_port,
+    machine_cpu,
+    run_load,
+    spawn,
+    wait_for_port,
+)
 
 OUT_OF_REACH = {"limits": {"perMinute": 10_000_000, "perHour": 100_000_000, "concurrent": 100_000}}
 POSTGRES_URL = os.environ.get(
@@ -222,7 +231,8 @@ def line(label: str, r: Result) -> str:
     )
     return (
         f"{label:<8} c={r.concurrency:<3} {r.rate:8.1f} req/s   p50 {r.pct(50):7.2f} ms   "
-        f"p99 {r.pct(99):7.2f} ms   errors {r.errors}   CPU: {cpu}"
+        f"p99 {r.pct(99):7.2f} ms   errors {r.errors}   CPU: {cpu}; "
+        f"machine {r.machine:.2f} of {os.cpu_count()} cores busy"
     )
 
 
@@ -270,16 +280,21 @@ def servers(config: Config) -> dict[str, list[int]]:
 
 
 def measured(url: str, pids: dict[str, list[int]], **load: Any) -> Result:
-    """One load run, with the CPU each group of processes in `pids` used meanwhile (in cores)."""
+    """One load run, with the CPU each group of processes in `pids` used meanwhile (in cores),
+    the load generator's own, and how busy the whole machine was."""
 
     def used() -> dict[str, float]:
         return {name: sum(cpu_seconds(pid) for pid in group) for name, group in pids.items()}
 
-    before = used()
+    before, (busy, elapsed), generated = used(), machine_cpu(), time.process_time()
     began = time.monotonic()
     result = asyncio.run(run_load(url, **load))
     wall = time.monotonic() - began
     result.cores = {name: (cpu - before[name]) / wall for name, cpu in used().items()}
+    # The load generator: this process.
+    result.cores["load"] = (time.process_time() - generated) / wall
+    busy_after, elapsed_after = machine_cpu()
+    result.machine = (busy_after - busy) / (elapsed_after - elapsed) * (os.cpu_count() or 1)
     return result
 
 

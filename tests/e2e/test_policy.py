@@ -26,6 +26,29 @@ async def shot_from_top(page: Page, name: str) -> None:
     await shot(page, name)
 
 
+async def slow_drafts(page: Page) -> None:
+    """The draft's answers (a cell, the summary of unsaved changes) take their time, as on a
+    slow network."""
+
+    async def slowly(route) -> None:
+        await asyncio.sleep(0.8)
+        await route.continue_()
+
+    await page.route("**/policy/draft/", slowly)
+
+
+async def policy_page(hub, dashboard, *callers: str) -> Page:
+    """An admin's policy page, with the echo agent and `callers` in its grid."""
+    await hub.endpoint_agent("echo")
+    for name in callers:
+        await hub.caller(name)
+    await db(policy_publish, document={}, reason="the defaults", actor_label="setup")
+    page = await dashboard("admin")
+    await page.goto(f"{hub.url}/policy/")
+    await live(page)
+    return page
+
+
 async def test_an_admin_denies_a_pair_in_the_grid_then_rolls_it_back(hub, sdk, dashboard):
     await hub.endpoint_agent("echo")
     _, token = await hub.caller("alpha")
@@ -147,15 +170,45 @@ async def test_a_dry_run_clicked_while_a_cell_change_is_on_its_way_includes_that
     await page.goto(f"{hub.url}/policy/")
     await live(page)
 
-    # The grid's answer to the click takes its time, as on a slow network.
-    async def slowly(route) -> None:
-        await asyncio.sleep(0.8)
-        await route.continue_()
-
-    await page.route("**/policy/draft/", slowly)
+    await slow_drafts(page)
     await page.get_by_role("button", name=re.compile(r"^beta → echo:")).click()
     await page.get_by_role("button", name="Dry-run the draft").click()
 
     report = page.locator("#dry-run-report")
     await expect(report.locator(".dry-run-changed")).to_have_text("2")
     await expect(page.get_by_role("button", name=re.compile(r"^beta → echo: deny"))).to_be_visible()
+
+
+async def test_save_clicked_while_the_changes_summary_is_on_its_way_saves_the_draft(hub, dashboard):
+    page = await policy_page(hub, dashboard, "beta")
+    await page.get_by_role("button", name=re.compile(r"^beta → echo:")).click()
+    unsaved = page.locator("#policy-changes")
+    await expect(unsaved).to_contain_text("Unsaved: 1 change")
+
+    # Each field's change asks for the summary of unsaved changes, slowly; Save comes first.
+    await slow_drafts(page)
+    await page.get_by_label("Messages per minute").fill("900")
+    await page.get_by_label("Reason").fill("beta floods echo")
+    await page.get_by_role("button", name="Save as a new version").click()
+
+    await expect(page.get_by_role("status").first).to_have_text("Policy v2 is active (2 changes).")
+    await expect(unsaved).to_have_text("No unsaved changes")
+
+
+async def test_two_cells_clicked_then_save_on_a_slow_network_saves_both(hub, dashboard):
+    page = await policy_page(hub, dashboard, "beta", "gamma")
+    await slow_drafts(page)
+    beta = page.get_by_role("button", name=re.compile(r"^beta → echo:"))
+    gamma = page.get_by_role("button", name=re.compile(r"^gamma → echo:"))
+    await beta.click()
+    # While the first cell's answer is on its way the form's buttons wait for it.
+    await expect(gamma).to_be_disabled()
+    await expect(page.get_by_role("button", name="Save as a new version")).to_be_disabled()
+    await gamma.click()
+    await page.get_by_label("Reason").fill("two pairs")
+    await page.get_by_role("button", name="Save as a new version").click()
+
+    await expect(page.get_by_role("status").first).to_have_text("Policy v2 is active (2 changes).")
+    await expect(page.locator("#v2 ul.diff li")).to_have_text(
+        ["beta → echo: deny (new rule)", "gamma → echo: deny (new rule)"]
+    )
