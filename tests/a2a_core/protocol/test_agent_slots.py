@@ -28,7 +28,9 @@ async def test_calls_over_the_limit_wait_in_the_hub_and_all_complete(hub, sdk):
     _, token = await hub.caller("alpha")
     client = await sdk("sloth", token)
 
-    calls = [asyncio.create_task(send(client, request("slow 0.4"))) for i in range(5)]
+    # Each call holds its slot for 2 s: the three that wait stay waiting long enough to be
+    # seen on a busy machine (the scrape itself takes its time).
+    calls = [asyncio.create_task(send(client, request("slow 2"))) for i in range(5)]
 
     async def three_waiting() -> bool:
         _, samples = await scrape(hub.url)
@@ -55,7 +57,8 @@ async def test_without_a_limit_every_call_reaches_the_agent_at_once(hub, sdk):
     sloth, _, _ = await hub.endpoint_agent("sloth")
     _, token = await hub.caller("alpha")
     client = await sdk("sloth", token)
-    await asyncio.gather(*(send(client, request("slow 0.4")) for i in range(12)))
+    # Long enough for all twelve to arrive while the first is still there, on a busy machine.
+    await asyncio.gather(*(send(client, request("slow 1.5")) for i in range(12)))
     assert sloth.state.most_at_once == 12
 
 
