@@ -12,7 +12,9 @@
   `a2a_core.delivery.follow`);
 - the pusher: POSTs tasks' events to their push notification webhooks;
 - the notifier: tells people when an escalation arrives, nears its deadline or expires (see
-  `a2a_core.delivery.notify`).
+  `a2a_core.delivery.notify`);
+- beside them, on threads of their own: SQLite's checkpoints (`a2a_core.storage.sqlite`),
+  PostgreSQL's vacuums of the tables every call updates (`a2a_core.storage.postgresql`).
 Each loop survives its own errors (and logs them as warnings); the database stays the source of truth, so a missed event
 only delays things until the next poll.
 """
@@ -40,6 +42,7 @@ from a2a_core.schemas.events import (
 )
 
 if TYPE_CHECKING:
+    from a2a_core.storage.postgresql.vacuum import Vacuumer
     from a2a_core.storage.sqlite.base import Checkpointer
 
 log = get_logger("runtime")
@@ -57,6 +60,7 @@ _tasks: list[asyncio.Task[None]] = []
 _outbox_wake: asyncio.Event | None = None
 _notify_wake: asyncio.Event | None = None
 _checkpointer: Checkpointer | None = None
+_vacuumer: Vacuumer | None = None
 
 
 async def _bus() -> None:
@@ -225,11 +229,26 @@ def _checkpoint_aside() -> None:
         database.close()
 
 
+def _vacuum_aside() -> None:
+    """PostgreSQL: this process's vacuums of the hot tables, on a thread of their own (see
+    a2a_core/storage/postgresql/vacuum.py)."""
+    global _vacuumer
+    from django.conf import settings
+    from django.db import connections
+
+    from a2a_core.storage.postgresql.vacuum import Vacuumer
+
+    every = settings.HUB_PG_VACUUM_SECONDS
+    if _vacuumer is None and every > 0 and connections["default"].vendor == "postgresql":
+        _vacuumer = Vacuumer(every).start()
+
+
 async def start() -> None:
     global _outbox_wake, _notify_wake
     if _tasks:
         return
     await db(_checkpoint_aside)
+    _vacuum_aside()
     _outbox_wake = asyncio.Event()
     _notify_wake = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -245,7 +264,7 @@ async def start() -> None:
 
 
 async def stop() -> None:
-    global _outbox_wake, _notify_wake, _checkpointer
+    global _outbox_wake, _notify_wake, _checkpointer, _vacuumer
     for task in _tasks:
         task.cancel()
     await asyncio.gather(*_tasks, return_exceptions=True)
@@ -255,3 +274,6 @@ async def stop() -> None:
     if _checkpointer is not None:
         await asyncio.to_thread(_checkpointer.stop)
         _checkpointer = None
+    if _vacuumer is not None:
+        await asyncio.to_thread(_vacuumer.stop)
+        _vacuumer = None

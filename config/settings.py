@@ -164,6 +164,9 @@ DATABASES = {"default": _db}
 # PostgreSQL: group commits in flight at once per process, each on a writer thread with a
 # connection of its own (a2a_core/storage/writers.py). SQLite has one writer.
 HUB_DB_WRITERS = env_int("HUB_DB_WRITERS", 2)
+# PostgreSQL: every so many seconds each process vacuums the tables every call updates when
+# they hold dead rows (a2a_core/storage/postgresql/vacuum.py); 0 leaves them to autovacuum.
+HUB_PG_VACUUM_SECONDS = env_float("HUB_PG_VACUUM_SECONDS", 2.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels: the event bus ------------------------------------------------------------------

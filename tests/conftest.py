@@ -126,6 +126,16 @@ def _fast_password_hashing() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_vacuums_in_this_process() -> Iterator[None]:
+    """The hub served in this process vacuums nothing on PostgreSQL: the tests of the vacuum
+    (tests/a2a_core/storage/test_vacuum.py) start their own, and count the vacuums."""
+    from django.test import override_settings
+
+    with override_settings(HUB_PG_VACUUM_SECONDS=0):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_shared_state() -> None:
     """Each test starts with no cached agents or policy and no rate windows or breakers

@@ -136,8 +136,14 @@ class Task(models.Model):
             models.Index(fields=["target", "-status_timestamp"], name="task_target_ts"),
             models.Index(fields=["state", "-status_timestamp"], name="task_state_ts"),
             models.Index(fields=["root"], name="task_root"),
-            # Tasks in flight per caller (the concurrency limit).
-            models.Index(fields=["caller", "state"], name="task_caller_state"),
+            # Tasks in flight per caller (the concurrency limit, counted in every group
+            # commit that accepts calls): only tasks in flight are in it, so the count reads
+            # those, however many a caller has finished (see `storage.reads.count_by`).
+            models.Index(
+                fields=["caller"],
+                condition=models.Q(state__in=ACTIVE_STATE_LIST),
+                name="task_inflight",
+            ),
             models.Index(fields=["-status_timestamp", "id"], name="task_ts_id"),
         ]
 

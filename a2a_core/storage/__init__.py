@@ -14,7 +14,8 @@ justifies it in the docstring of the function that plays it:
 - `reads`: the few reads a batch makes (the tasks it changes, locked; calls in flight).
 - `drivers`: the connection and cursor those statements run on.
 - `sqlite`: the SQLite backend — WAL, writers queued on a lock file, checkpoints aside.
-- `postgresql`: Django's PostgreSQL backend without the `LIKE 'prefix%'` indexes nothing uses.
+- `postgresql`: Django's PostgreSQL backend without the `LIKE 'prefix%'` indexes nothing uses;
+  `postgresql.vacuum`: the dead rows every call leaves, vacuumed within seconds.
 - `policy_state`, `redis_state`: what the policy counts between calls (rate windows,
   breakers), in the database or in Redis (one round trip per batch).
 """

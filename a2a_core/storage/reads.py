@@ -114,21 +114,36 @@ def models_by_pk[M: Model](
 def count_by(
     model: type[models.Model], column: str, keys: set[Any], states: Sequence[str]
 ) -> dict[Any, int]:
-    """Rows of `model` whose `state` is in `states`, per value of `column` (among `keys`)."""
+    """Rows of `model` whose `state` is in `states`, per value of `column` (among `keys`).
+
+    The states are written into the statement, not bound: a prepared statement's generic
+    plan then knows them. For the tasks in flight they are written as the condition of the
+    partial index `task_inflight` (same values, same order), which both databases then read,
+    and which holds only tasks in flight. With the states bound, PostgreSQL's generic plan
+    read the caller's entries of the `(caller, state)` index whatever their state: 13,895
+    entries, 2.0 ms, after 7,000 calls of one caller, growing with every call it ever made;
+    in `bench/throughput.py --backend postgres` the count took 1.0 ms of every accepting
+    batch. What it reads now is the tasks in flight and those finished since the last vacuum
+    (`storage.postgresql.vacuum`): 0.04 ms in the same bench."""
     if not keys:
         return {}
     db = database()
     q = db.ops.quote_name
     key = q(column)
     among, params = _among(db, key, sorted(keys))
-    in_states, more = _among(db, q("state"), list(states))
+    in_states = f"{q('state')} IN ({', '.join(_literal(s) for s in states)})"
     with _cursor(db) as cursor:
         cursor.execute(
             f"SELECT {key}, COUNT(*) FROM {q(model._meta.db_table)} "
             f"WHERE {among} AND {in_states} GROUP BY {key}",
-            [*params, *more],
+            params,
         )
         return dict(cursor.fetchall())
+
+
+def _literal(value: str) -> str:
+    """A string as an SQL literal (the same on PostgreSQL and SQLite)."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _among(db: BaseDatabaseWrapper, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:

@@ -109,6 +109,30 @@ async def test_burst_over_the_rate_limit_is_refused_with_retry_after_then_accept
     assert again.status.state == TaskState.TASK_STATE_COMPLETED
 
 
+async def test_a_caller_over_its_tasks_in_flight_is_refused_until_one_finishes(hub, sdk):
+    await publish(
+        {"limits": {"concurrent": 2}, "agentLimits": {"sloth": {"incomingConcurrent": 5}}}
+    )
+    sloth, _, _ = await hub.endpoint_agent("sloth")
+    _, token = await hub.caller("alpha")
+    client = await sdk("sloth", token)
+    # Calls that finished before do not count, however many.
+    for i in range(3):
+        assert (await send(client, request(f"echo {i}"))).status.state == (
+            TaskState.TASK_STATE_COMPLETED
+        )
+
+    slow = [asyncio.create_task(send(client, request("slow 1.5"))) for _ in range(2)]
+    await eventually(lambda: asyncio.sleep(0, len(sloth.state.messages) == 5))
+    with pytest.raises(A2AClientError, match="-32054"):
+        await send(client, request("echo a third at once"))
+    assert [m.decision_reason for m in await stored(decision="reject")] == ["rate_limit_concurrent"]
+
+    await asyncio.gather(*slow)
+    after = await send(client, request("echo once they finished"))
+    assert after.status.state == TaskState.TASK_STATE_COMPLETED
+
+
 async def test_a_refused_message_can_be_retried_with_the_same_message_id(hub, sdk):
     await publish({"limits": {"perMinute": 1}})
     await hub.endpoint_agent("echo")
