@@ -2,8 +2,8 @@
 
     python bench/dashboard_live.py [--rate 200] [--seconds 10] [--sockets 100]
 
-One run: a fresh database (SQLite unless DATABASE_URL is set; in-memory channel layer unless
-REDIS_URL is set), the bench echo agent and the hub (uvicorn, one worker, as `a2a serve` runs
+One run: a fresh database (SQLite, or the empty PostgreSQL database DATABASE_URL names: one
+that holds a hub already is refused; in-memory channel layer unless REDIS_URL is set), the bench echo agent and the hub (uvicorn, one worker, as `a2a serve` runs
 it) as separate processes, a policy whose limits are out of reach, and a viewer who logs in
 through the login form. A listener process then opens the dashboard's websocket
 (`/ws/dashboard/?page=traffic`, with the session cookie and the hub's own Origin, as a
@@ -306,17 +306,18 @@ def main() -> None:
     echo_port, port = free_port(), free_port()
     data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-dashboard-"))
     echo = spawn(["bench/echo_agent.py", str(echo_port)])
-    env, token = prepare(data_dir, echo_port)
-    hub = spawn(
-        [
-            *("-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port)),
-            *("--log-level", "warning", "--no-access-log", "--workers", "1"),
-            *("--lifespan", "on", "--ws", "websockets-sansio", "--ws-per-message-deflate", "false"),
-            "config.asgi:application",
-        ],
-        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
-    )
+    hub: subprocess.Popen[bytes] | None = None
     try:
+        env, token = prepare(data_dir, echo_port)
+        hub = spawn(
+            [
+                *("-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port)),
+                *("--log-level", "warning", "--no-access-log", "--workers", "1"),
+                *("--lifespan", "on", "--ws", "websockets-sansio"),
+                *("--ws-per-message-deflate", "false", "config.asgi:application"),
+            ],
+            env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        )
         wait_for_port(echo_port, echo)
         wait_for_port(port, hub)
         database = "PostgreSQL" if "postgres" in env["DATABASE_URL"] else "SQLite"
@@ -332,6 +333,8 @@ def main() -> None:
         print("interrupted")
     finally:
         for proc in (hub, echo):
+            if proc is None:
+                continue
             proc.terminate()
             try:
                 proc.wait(10)

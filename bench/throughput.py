@@ -79,11 +79,19 @@ def _register(echo_port: int, incoming_concurrent: int | str | None) -> str:
     """Migrate, register the echo agent and a caller, put the policy's limits out of reach;
     the caller's token (Django set up, on the hub's database)."""
     from django.core.management import call_command
+    from django.db import connection
 
+    from a2a_core.models import Agent
     from a2a_core.services.agents import agent_register
     from a2a_core.services.policy import policy_publish
 
     call_command("migrate", verbosity=0)
+    if Agent.objects.exists():
+        database = connection.settings_dict["NAME"]
+        raise SystemExit(
+            f"the database {database} already holds a hub's agents (an earlier run's?): "
+            "give the bench an empty one"
+        )
     echo_card = {
         "name": "echo",
         "description": "Echoes every message.",
