@@ -21,9 +21,9 @@ themselves, about one every three seconds, 25 ms each.
 So each hub process keeps a `Vacuumer`: every HUB_PG_VACUUM_SECONDS (default 2; 0 turns it
 off, for a deployment whose autovacuum is tuned for this) it looks up the hot tables in
 PostgreSQL's statistics and vacuums those with DEAD_ROWS dead rows, on a thread and
-connection of its own. `SKIP_LOCKED`: a table another process is vacuuming is left to it. VACUUM needs
-the tables' owner (the role that migrated them); without it PostgreSQL skips them with a
-warning and autovacuum stays in charge.
+connection of its own. `SKIP_LOCKED`: a table another process is vacuuming is left to it.
+VACUUM needs the tables' owner (the role that migrated them); without it PostgreSQL skips
+them with a warning and autovacuum stays in charge.
 """
 
 from __future__ import annotations
