@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 
 from a2a_core.errors import Conflict
 from a2a_core.policy import clock
 from a2a_core.services.messages import Inbound, accept_batch
 from a2a_core.services.policy import current_policy
 from a2a_core.services.tasks import Record, record_batch
+from a2a_core.storage.drivers import batch_transaction
 from a2a_core.storage.policy_state import policy_state
 
 
@@ -62,13 +63,13 @@ def writes_commit(ops: Sequence[Write]) -> list[Any]:
     earlier copy of its message, and the retry gets the first attempt's task.
     """
     try:
-        with transaction.atomic():
+        with batch_transaction():
             return _run(ops, find_duplicates=False)
     except IntegrityError:
         results: list[Any] = []
         for op in ops:
             try:
-                with transaction.atomic():
+                with batch_transaction():
                     results.extend(_run([op], find_duplicates=True))
             except IntegrityError as exc:
                 results.append(Conflict(f"could not record this message: {exc}"))

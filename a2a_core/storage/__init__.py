@@ -12,7 +12,8 @@ justifies it in the docstring of the function that plays it:
   the driver's own cursor, a batch's writes sent together (one round trip on PostgreSQL);
   `postgres`: a table's rows of a batch in one prepared statement.
 - `reads`: the few reads a batch makes (the tasks it changes, locked; calls in flight).
-- `drivers`: the connection and cursor those statements run on.
+- `drivers`: the connection and cursor those statements run on, and a group commit's
+  transaction: on PostgreSQL one pipeline from BEGIN to COMMIT.
 - `sqlite`: the SQLite backend — WAL, writers queued on a lock file, checkpoints aside.
 - `postgresql`: Django's PostgreSQL backend without the `LIKE 'prefix%'` indexes nothing uses;
   `postgresql.vacuum`: the dead rows every call leaves, vacuumed within seconds.

@@ -64,7 +64,9 @@ def written_together() -> AbstractContextManager[None]:
     pipeline: `storage.drivers.sent_together`), the trip made when the block ends or when a
     statement's result is read; put the one write whose result is read (`insert_returning_pks`)
     last. A group commit's writes took one round trip each: four for the record of an answer
-    (its reply, its event, the task, the request's delivery state), two for an accept."""
+    (its reply, its event, the task, the request's delivery state), two for an accept. In a
+    group commit's own transaction (`storage.drivers.batch_transaction`) the whole
+    transaction is one pipeline already, and the block adds no trip of its own."""
     return sent_together(database())
 
 
