@@ -8,6 +8,7 @@ import asyncio
 import fcntl
 import os
 import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -42,6 +43,25 @@ def another_writer() -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)  # lets go of the lock if the test has not
+
+
+def lock_taken_within(seconds: float) -> bool:
+    """Whether another process could take the SQLite writers' lock within `seconds`. The hub's
+    checkpointer holds it for moments of its own (storage.sqlite.base.Checkpointer), so a
+    lock let go is taken within a few tries; one a commit kept never is."""
+    fd = os.open(f"{connection.settings_dict['NAME']}-writer.lock", os.O_RDWR)
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.01)
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -98,12 +118,8 @@ async def test_a_commit_that_fails_writes_nothing_and_leaves_the_database_to_the
         await writer().run(failing)
 
     assert not await db(lambda: Agent.objects.filter(slug="gamma").exists())
-    if SQLITE:  # the writers' lock is free: another process could take it at once
-        fd = os.open(f"{connection.settings_dict['NAME']}-writer.lock", os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        finally:
-            os.close(fd)
+    if SQLITE:  # the failed commit let go of the writers' lock: another process can take it
+        assert await asyncio.to_thread(lock_taken_within, 5.0), "the failed commit kept the lock"
     # The next commit goes ahead at once, on a connection still fit for it.
     await asyncio.wait_for(writer().run(lambda: registered("delta")), 5)
     assert await db(lambda: Agent.objects.filter(slug="delta").exists())
