@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -201,7 +202,8 @@ def database_url() -> str:
 class Worker:
     """Another hub worker process on the same database and Redis, like a scaled deployment."""
 
-    def __init__(self, **extra_env: str) -> None:
+    def __init__(self, log: Path | None = None, **extra_env: str) -> None:
+        """`log`: a file for what the worker prints (by default, the test's own output)."""
         import os
         import subprocess
         import sys
@@ -224,9 +226,15 @@ class Worker:
             **extra_env,
         }
         # What `a2a serve --workers N` runs for each worker.
+        output = log.open("ab") if log else None
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "a2a_core.cli.worker", "127.0.0.1", str(self.port)], env=env
+            [sys.executable, "-m", "a2a_core.cli.worker", "127.0.0.1", str(self.port)],
+            env=env,
+            stdout=output,
+            stderr=output,
         )
+        if output:
+            output.close()  # the worker has its own copy
 
     def wait(self, timeout: float = 30) -> Worker:
         import socket

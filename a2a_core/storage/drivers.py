@@ -4,6 +4,7 @@ commit's transaction (on PostgreSQL one pipeline from BEGIN to COMMIT)."""
 from __future__ import annotations
 
 import contextlib
+import select
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -13,7 +14,7 @@ from django.db.models import Field
 from django.db.models.options import Options
 
 if TYPE_CHECKING:
-    from psycopg import Pipeline
+    from psycopg import Connection, Pipeline
 
 
 def database() -> BaseDatabaseWrapper:
@@ -72,6 +73,35 @@ def sent_together(db: BaseDatabaseWrapper) -> Iterator[None]:
         db.ensure_connection()
         with db.connection.pipeline():
             yield
+
+
+def hung_up(connection: Connection[Any]) -> bool:
+    """Whether PostgreSQL has closed this idle connection since it was last used (a restart of
+    the server, a failover, `pg_terminate_backend`, an idle timeout): the server then sends
+    its reason and closes, so the socket has something to read while no query is pending. A
+    look at the socket, no round trip. What arrived is read while there is more: the reason
+    first, then the end of the stream, which marks the connection broken (a notification is
+    read the same way and leaves it as it was)."""
+    from psycopg import OperationalError, pq
+
+    if connection.closed or connection.broken:
+        return True
+    pgconn = connection.pgconn
+    try:
+        for _ in range(3):
+            if not select.select([pgconn.socket], [], [], 0)[0]:
+                break
+            pgconn.consume_input()
+    except (OSError, ValueError, OperationalError):
+        return True
+    return pgconn.status != pq.ConnStatus.OK
+
+
+def close_if_hung_up(db: BaseDatabaseWrapper) -> None:
+    """For a thread that keeps its connection between jobs: close it if PostgreSQL has closed
+    it (`hung_up`), so the next statement opens another instead of failing."""
+    if db.vendor == "postgresql" and db.connection is not None and hung_up(db.connection):
+        db.close()
 
 
 def _in_pipeline(db: BaseDatabaseWrapper) -> bool:

@@ -33,6 +33,8 @@ from typing import Any
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from a2a_core.storage.drivers import close_if_hung_up
+
 type _Job = tuple[Callable[[], Any], Future[Any]] | None
 
 
@@ -66,13 +68,18 @@ class _WriterThread:
 
 def _healthy() -> None:
     """This thread's connection, kept between batches, dropped when an error left it unusable
-    (the next statement opens a new one)."""
+    or PostgreSQL has closed it since the last batch (`drivers.hung_up`: a restart of the
+    server drops every connection); the next statement opens a new one."""
     connection = connections[DEFAULT_DB_ALIAS]
-    if connection.connection is not None and connection.errors_occurred:
+    if connection.connection is None:
+        return
+    if connection.errors_occurred:
         if connection.is_usable():
             connection.errors_occurred = False
         else:
             connection.close()
+    else:
+        close_if_hung_up(connection)
 
 
 class Writer:

@@ -16,6 +16,8 @@ from typing import Any
 
 from django.db.backends.postgresql import base, schema
 
+from a2a_core.storage.drivers import hung_up
+
 # The hub's own tables (Django's auth and session tables keep theirs).
 _TABLES = "a2a\\_core\\_%"
 
@@ -27,6 +29,19 @@ class DatabaseSchemaEditor(schema.DatabaseSchemaEditor):
 
 class DatabaseWrapper(base.DatabaseWrapper):
     SchemaEditorClass = DatabaseSchemaEditor
+
+    def get_new_connection(self, conn_params: Any) -> Any:
+        """A connection from the pool, or a new one; never one the server has closed while it
+        waited in the pool (`drivers.hung_up`, no round trip): that one goes back, the pool
+        drops it, and the next is taken at once. After a restart of PostgreSQL every pooled
+        connection is closed; without this, each one failed the request that took it next."""
+        connection = super().get_new_connection(conn_params)
+        for _ in range(self.pool.max_size if self.pool else 0):
+            if not hung_up(connection):
+                break
+            connection._pool.putconn(connection)
+            connection = super().get_new_connection(conn_params)
+        return connection
 
 
 def pattern_indexes(connection: Any) -> list[str]:

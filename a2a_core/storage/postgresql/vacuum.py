@@ -34,6 +34,7 @@ import threading
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from a2a_core.logging import get_logger
+from a2a_core.storage.drivers import close_if_hung_up
 
 log = get_logger("postgresql")
 
@@ -110,6 +111,7 @@ class Vacuumer:
         try:
             while True:
                 try:
+                    close_if_hung_up(connections[DEFAULT_DB_ALIAS])
                     vacuum(self.due())
                 except Exception:
                     # A lost connection, a server restarting: the next pass opens another.
