@@ -128,6 +128,33 @@ def _fast_password_hashing() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _flush_again_after_a_deadlock() -> Iterator[None]:
+    """The database is emptied after each live test with one TRUNCATE of every table. A write
+    the hub had under way when the test ended (its last answer recorded, an inbox agent's
+    goodbye) can lock those tables in another order; PostgreSQL then ends one of the two as a
+    deadlock, and when that is the TRUNCATE the next test would start with rows of this one.
+    The write is done by then: the TRUNCATE is run again."""
+    from django.db import OperationalError
+    from django.db.backends.postgresql.operations import DatabaseOperations
+    from psycopg.errors import DeadlockDetected
+
+    flush = DatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self: Any, sql_list: Any) -> None:
+        for attempt in range(3):
+            try:
+                return flush(self, sql_list)
+            except OperationalError as exc:
+                if not isinstance(exc.__cause__, DeadlockDetected) or attempt == 2:
+                    raise
+                time.sleep(0.1)
+
+    DatabaseOperations.execute_sql_flush = execute_sql_flush  # type: ignore[method-assign]
+    yield
+    DatabaseOperations.execute_sql_flush = flush  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _no_vacuums_in_this_process() -> Iterator[None]:
     """The hub served in this process vacuums nothing on PostgreSQL: the tests of the vacuum
     (tests/a2a_core/storage/test_vacuum.py) start their own, and count the vacuums."""
