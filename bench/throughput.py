@@ -8,16 +8,21 @@ for each backend and number of workers asked for, all in one run.
 
 Each configuration (a backend, with as many workers as asked: SQLite always runs one) gets a
 fresh database, the echo agent registered and a caller, and a hub started as an operator
-starts it (`manage.py a2a serve --no-demo --workers N`). At each concurrency level the same
-closed-loop JSON-RPC load goes to the echo agent directly and through the hub, alternately
-(`--rounds` each, medians reported), so drift on a shared machine hits both alike. Printed:
+starts it (`manage.py a2a serve --no-demo --workers N`); all of them run for the whole bench.
+At each concurrency level the same closed-loop JSON-RPC load goes to the echo agent directly
+and then through each configuration's hub in turn, round after round (`--rounds`, medians
+reported): drift on a shared machine (its speed can halve within minutes) hits the direct
+runs and every configuration alike, so the comparisons between configurations (CPU per call,
+two workers against one) are made within the same minutes as hub against direct. Printed:
 req/s, p50/p99, the CPU each process used per call, the ratio hub/direct, and then every
 target of the scaled-mode work as a ratio measured within this run. Last, a check that every
-call the hub answered was persisted.
+call each hub answered was persisted.
 
 PostgreSQL: the database named by HUB_BENCH_DATABASE_URL (default
-postgres://postgres@127.0.0.1:5432/a2a_bench), dropped and created again for each
-configuration; Redis: HUB_BENCH_REDIS_URL (default redis://127.0.0.1:6379/7), emptied first.
+postgres://postgres@127.0.0.1:5432/a2a_bench), dropped and created again; with several
+PostgreSQL configurations, one database each, named with `_w<workers>` after it. Redis:
+HUB_BENCH_REDIS_URL (default redis://127.0.0.1:6379/7), emptied first; with several
+configurations, the databases numbered after it.
 
 The policy's rate limits are put out of reach (they would refuse calls); the hub's limit of
 calls at once per agent (`incomingConcurrent`, which queues rather than refuses) stays at
@@ -176,12 +181,37 @@ def count() -> None:
 class Config:
     backend: str
     workers: int
+    database_url: str = ""
+    redis_url: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    # While its hub runs:
+    hub: subprocess.Popen[bytes] | None = None
+    url: str = ""
+    token: str = ""
+    data_dir: Path | None = None
+    timeline: Path | None = None
+    counted: dict[str, int] = field(default_factory=dict)
+    answered: int = 0
 
     @property
     def label(self) -> str:
         name = "SQLite + in-memory layer" if self.backend == "sqlite" else "PostgreSQL + Redis"
         return f"{name}, {self.workers} worker{'s' if self.workers > 1 else ''}"
+
+
+def stores(configs: list[Config]) -> None:
+    """A PostgreSQL database and a Redis database for each PostgreSQL configuration: the
+    ones named by HUB_BENCH_DATABASE_URL and HUB_BENCH_REDIS_URL when there is one, else
+    one each, named and numbered after those."""
+    scaled = [config for config in configs if config.backend == "postgres"]
+    for n, config in enumerate(scaled):
+        config.database_url, config.redis_url = POSTGRES_URL, REDIS_URL
+        if len(scaled) > 1:
+            parts = urlsplit(POSTGRES_URL)
+            config.database_url = urlunsplit(parts._replace(path=f"{parts.path}_w{config.workers}"))
+            redis = urlsplit(REDIS_URL)
+            number = int(redis.path.lstrip("/") or 0) + n
+            config.redis_url = urlunsplit(redis._replace(path=f"/{number}"))
 
 
 def _child(config: Config, *args: str) -> dict[str, Any]:
@@ -225,8 +255,8 @@ def environment(config: Config, data_dir: Path) -> dict[str, str]:
         "HUB_GRPC_PORT": str(free_port()),
     }
     if config.backend == "postgres":
-        env["DATABASE_URL"] = POSTGRES_URL
-        env["REDIS_URL"] = REDIS_URL
+        env["DATABASE_URL"] = config.database_url
+        env["REDIS_URL"] = config.redis_url
     else:
         env["DATABASE_URL"] = f"sqlite:///{data_dir / 'hub.sqlite3'}"
     return env
@@ -271,7 +301,7 @@ def servers(config: Config) -> dict[str, list[int]]:
     connected to the bench's database; Redis: its server), to count their CPU too."""
     if config.backend != "postgres":
         return {}
-    database = urlsplit(POSTGRES_URL).path.lstrip("/")
+    database = urlsplit(config.database_url).path.lstrip("/")
     found: dict[str, list[int]] = {"postgres": [], "redis": []}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -321,96 +351,116 @@ class Level:
         return self.hub.rate / self.direct.rate
 
 
-def run_config(config: Config, args: argparse.Namespace, echo_port: int) -> dict[int, Level]:
-    data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
-    config.env = environment(config, data_dir)
+def start(config: Config, args: argparse.Namespace, echo_port: int) -> None:
+    """A fresh database for `config`, the echo agent and a caller registered in it, and its
+    hub started and warmed up."""
+    config.data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
+    config.env = environment(config, config.data_dir)
     if config.backend == "postgres":
-        fresh_postgres(POSTGRES_URL)
-        fresh_redis(REDIS_URL)
-    token = _child(config, "--prepare", str(echo_port), str(args.incoming_concurrent))["token"]
-    timeline = data_dir / "timeline.txt"
+        fresh_postgres(config.database_url)
+        fresh_redis(config.redis_url)
+    config.token = _child(config, "--prepare", str(echo_port), str(args.incoming_concurrent))[
+        "token"
+    ]
     if args.timeline:
-        config.env["HUB_TIMELINE"] = str(timeline)
+        config.timeline = config.data_dir / "timeline.txt"
+        config.env["HUB_TIMELINE"] = str(config.timeline)
     hub_port = free_port()
     serve = [
         "manage.py", "a2a", "serve", "--no-demo", "--port", str(hub_port),
         "--workers", str(config.workers), "--server", args.server,
     ]  # fmt: skip
-    hub = spawn(serve, env=config.env)
-    levels: dict[int, Level] = {}
-    try:
-        wait_for_port(hub_port, hub, timeout=60)
-        direct_url = f"http://127.0.0.1:{echo_port}/"
-        hub_url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
-        # A first second of calls: every worker's connections are open before measuring.
-        asyncio.run(run_load(hub_url, concurrency=8, seconds=1, warmup=0, token=token))
-        stretches(timeline)
-        before = _child(config, "--count")
-        print(f"\n== {config.label} (hub on {args.server}) ==")
-        answered = 0
-        for concurrency in args.concurrency:
-            directs, throughs, floors = [], [], []
-            timelines: dict[str, list[float]] = defaultdict(list)
-            for _ in range(args.rounds):
-                directs.append(
-                    measured(
-                        direct_url,
-                        {"echo": [args.echo_pid]},
-                        concurrency=concurrency,
-                        seconds=args.seconds,
-                    )
-                )
-                if args.floor:
-                    floors.append(
-                        measured(
-                            f"http://127.0.0.1:{args.floor_port}/",
-                            {"proxy": [args.floor_pid], "echo": [args.echo_pid]},
-                            concurrency=concurrency,
-                            seconds=args.seconds,
-                        )
-                    )
-                throughs.append(
-                    measured(
-                        hub_url,
-                        {"hub": [hub.pid], "echo": [args.echo_pid], **servers(config)},
-                        concurrency=concurrency,
-                        seconds=args.seconds,
-                        token=token,
-                    )
-                )
-                for name, ms in stretches(timeline).items():
-                    timelines[name] += ms
-            answered += sum(t.requests - t.errors for t in throughs)
-            level = levels[concurrency] = Level(
-                median_run(directs), median_run(throughs), median_run(floors) if floors else None
+    config.hub = spawn(serve, env=config.env)
+    wait_for_port(hub_port, config.hub, timeout=60)
+    config.url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
+    # A first second of calls: every worker's connections are open before measuring.
+    asyncio.run(run_load(config.url, concurrency=8, seconds=1, warmup=0, token=config.token))
+    if config.timeline:
+        stretches(config.timeline)
+    config.counted = _child(config, "--count")
+
+
+def stop(config: Config) -> None:
+    if config.hub is not None:
+        config.hub.terminate()
+        config.hub.wait(30)
+    if config.data_dir is not None:
+        shutil.rmtree(config.data_dir, ignore_errors=True)
+
+
+def run_level(
+    concurrency: int, configs: list[Config], args: argparse.Namespace
+) -> dict[tuple[str, int], Level]:
+    """One concurrency level: `--rounds` rounds of the echo agent directly, the floor proxy
+    (`--floor`) and each configuration's hub in turn; the medians, printed."""
+    directs: list[Result] = []
+    floors: list[Result] = []
+    throughs: dict[str, list[Result]] = {config.label: [] for config in configs}
+    timelines: dict[str, dict[str, list[float]]] = {c.label: defaultdict(list) for c in configs}
+    for _ in range(args.rounds):
+        directs.append(
+            measured(
+                f"http://127.0.0.1:{args.echo_port}/",
+                {"echo": [args.echo_pid]},
+                concurrency=concurrency,
+                seconds=args.seconds,
             )
-            runs = ", ".join(f"{r.rate:.0f}" for r in directs)
-            print(line("direct", level.direct) + f"   (runs: {runs})")
-            if level.floor is not None:
-                runs = ", ".join(f"{r.rate:.0f}" for r in floors)
-                print(line("floor", level.floor) + f"   (runs: {runs})")
-            runs = ", ".join(f"{r.rate:.0f}" for r in throughs)
-            print(line("hub", level.hub) + f"   (runs: {runs})")
-            print(
-                f"         ratio hub/direct: throughput {level.ratio:.2f}x, "
-                f"p50 +{level.hub.pct(50) - level.direct.pct(50):.2f} ms"
-            )
-            if level.floor is not None:
-                print(floor_line(level))
-            if args.timeline:
-                print("         the hub's timeline per call:")
-                print("\n".join(timeline_lines(timelines)))
-        after = _child(config, "--count")
-        print(
-            f"persisted: {after['tasks'] - before['tasks']} tasks and "
-            f"{after['messages'] - before['messages']} messages (the hub answered at least "
-            f"{answered} calls during measurement, plus warmups)"
         )
-    finally:
-        hub.terminate()
-        hub.wait(30)
-        shutil.rmtree(data_dir, ignore_errors=True)
+        if args.floor:
+            floors.append(
+                measured(
+                    f"http://127.0.0.1:{args.floor_port}/",
+                    {"proxy": [args.floor_pid], "echo": [args.echo_pid]},
+                    concurrency=concurrency,
+                    seconds=args.seconds,
+                )
+            )
+        for config in configs:
+            assert config.hub is not None
+            throughs[config.label].append(
+                measured(
+                    config.url,
+                    {"hub": [config.hub.pid], "echo": [args.echo_pid], **servers(config)},
+                    concurrency=concurrency,
+                    seconds=args.seconds,
+                    token=config.token,
+                )
+            )
+            if config.timeline:
+                for name, ms in stretches(config.timeline).items():
+                    timelines[config.label][name] += ms
+    direct = median_run(directs)
+    floor = median_run(floors) if floors else None
+    print(f"\n== concurrency {concurrency} ==")
+    print(line("direct", direct) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in directs)})")
+    if floor is not None:
+        print(line("floor", floor) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in floors)})")
+    levels = {}
+    for config in configs:
+        runs = throughs[config.label]
+        config.answered += sum(r.requests - r.errors for r in runs)
+        level = levels[(config.backend, config.workers)] = Level(direct, median_run(runs), floor)
+        print(f"-- {config.label} (hub on {args.server})")
+        print(line("hub", level.hub) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in runs)})")
+        print(
+            f"         ratio hub/direct: throughput {level.ratio:.2f}x, "
+            f"p50 +{level.hub.pct(50) - level.direct.pct(50):.2f} ms"
+        )
+        if level.floor is not None:
+            print(floor_line(level))
+        if config.timeline:
+            print("         the hub's timeline per call:")
+            print("\n".join(timeline_lines(timelines[config.label])))
     return levels
+
+
+def persisted(config: Config) -> str:
+    after = _child(config, "--count")
+    return (
+        f"persisted, {config.label}: {after['tasks'] - config.counted['tasks']} tasks and "
+        f"{after['messages'] - config.counted['messages']} messages (the hub answered at "
+        f"least {config.answered} calls during measurement, plus warmups)"
+    )
 
 
 def floor_line(level: Level) -> str:
@@ -428,18 +478,19 @@ def floor_line(level: Level) -> str:
 
 def floors(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
     """What a bare a2a-sdk proxy reached beside the targets' levels (with `--floor`): the
-    most any hub built on the SDK could, on this machine."""
+    most any hub built on the SDK could, on this machine. One proxy serves every level's
+    rounds, whatever the configurations."""
     out = []
-    for (backend, workers), levels in results.items():
-        for concurrency in (1, 16):
-            level = levels.get(concurrency)
-            if level is None or level.floor is None:
-                continue
-            out.append(
-                f"{backend}, {workers} worker{'s' if workers > 1 else ''}, c={concurrency}: "
-                f"a bare a2a-sdk proxy {level.floor.rate / level.direct.rate:.2f}x direct, "
-                f"p50 +{level.floor.pct(50) - level.direct.pct(50):.2f} ms"
-            )
+    for concurrency in (1, 16):
+        level = next(
+            (levels[concurrency] for levels in results.values() if concurrency in levels), None
+        )
+        if level is None or level.floor is None:
+            continue
+        out.append(
+            f"c={concurrency}: a bare a2a-sdk proxy {level.floor.rate / level.direct.rate:.2f}x "
+            f"direct, p50 +{level.floor.pct(50) - level.direct.pct(50):.2f} ms"
+        )
     return out
 
 
@@ -526,7 +577,8 @@ def main() -> None:
         for backend in args.backend
         for workers in (args.workers if backend == "postgres" else [1])
     ]
-    echo_port = free_port()
+    stores(configs)
+    echo_port = args.echo_port = free_port()
     echo = spawn(["bench/echo_agent.py", str(echo_port)])
     args.echo_pid = echo.pid
     floor = None
@@ -538,14 +590,22 @@ def main() -> None:
         f"SendMessage, {args.seconds:g} s per run x {args.rounds} rounds per level; "
         f"incomingConcurrent: {args.incoming_concurrent}"
     )
-    results: dict[tuple[str, int], dict[int, Level]] = {}
+    results: dict[tuple[str, int], dict[int, Level]] = defaultdict(dict)
     try:
         wait_for_port(echo_port, echo)
         if floor is not None:
             wait_for_port(args.floor_port, floor)
         for config in configs:
-            results[(config.backend, config.workers)] = run_config(config, args, echo_port)
+            start(config, args, echo_port)
+        for concurrency in args.concurrency:
+            for key, level in run_level(concurrency, configs, args).items():
+                results[key][concurrency] = level
+        print()
+        for config in configs:
+            print(persisted(config))
     finally:
+        for config in configs:
+            stop(config)
         for server in (echo, floor):
             if server is not None:
                 server.terminate()
