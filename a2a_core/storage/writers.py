@@ -10,8 +10,9 @@ switch in the process lifts it.
   of the interpreter lock while SQLite itself works (its B-trees, indexes and log), so that
   work overlaps with the loop's.
 - PostgreSQL (`PostgresWriter`): HUB_DB_WRITERS threads (default 2), each with a connection
-  of its own, so several group commits are in flight at once: while one waits for the
-  server, another builds its batch, and the loop answers requests meanwhile.
+  of its own. The group commits take one at a time, and a second only while the batch on
+  the first is overdue (waiting for a row lock: `storage.batching.SPILL_AFTER`), so one lock
+  does not stall the process's other calls.
 
 A writer thread keeps its connection from one batch to the next (it is checked, and replaced,
 only after an error), where the database thread hands its pooled connection back after every
