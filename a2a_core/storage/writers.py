@@ -14,9 +14,9 @@ switch in the process lifts it.
   the first is overdue (waiting for a row lock: `storage.batching.SPILL_AFTER`), so one lock
   does not stall the process's other calls.
 
-A writer thread keeps its connection from one batch to the next (it is checked, and replaced,
-only after an error), where the database thread hands its pooled connection back after every
-call. The figures behind each choice (the thread against the loop's own thread on SQLite, how
+A writer thread keeps its connection from one batch to the next (replaced when an error left
+it unusable or, seen from its socket before each batch, PostgreSQL has closed it), where the
+database thread hands its pooled connection back after every call. The figures behind each choice (the thread against the loop's own thread on SQLite, how
 many writers on PostgreSQL) are in bench/README.md, "The write path's room".
 """
 
