@@ -26,10 +26,13 @@ APP_NAME = "hub-cut-off"
 
 
 def cut_off() -> int:
-    """Terminate every connection of the worker's; how many there were."""
+    """Terminate the worker's idle connections (all of them between two calls, but for a
+    background pass's query under way, which would fail with its connection whatever the
+    hub did); how many there were."""
     with psycopg.connect(database_url(), autocommit=True) as admin:
         rows = admin.execute(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = %s",
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+            "WHERE application_name = %s AND state = 'idle'",
             (APP_NAME,),
         ).fetchall()
     return len(rows)
