@@ -9,14 +9,19 @@ receives one reads it back with `parse_event`.
 
 Services call `publish_on_commit`. Inside a server process the events are handed to one
 publisher task on the server's event loop, which sends them in the order they were committed;
-elsewhere (the CLI, a test thread) they are sent directly.
+elsewhere (the CLI, a test thread) they are sent directly. A group commit's events wait until
+its callers have their answers (`held`): turning them into messages and sending them is work
+on the loop that would otherwise come first. PostgreSQL + Redis, concurrency 1, two hubs
+side by side (`bench/throughput.py --timeline`): the stretch from a commit to its callers
+going on 1.02 ms before, 0.25-0.29 ms after, for each of a call's two commits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -44,6 +49,8 @@ _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _queue: asyncio.Queue[list[tuple[str, Event]]] | None = None
 _publisher: asyncio.Task[None] | None = None
+# What a thread publishes while it holds its events back (`held`).
+_holding = threading.local()
 # In-process listeners (e.g. the dashboard's traffic relay) see every event once per process.
 _local_listeners: list[Callable[[str, Wire], None]] = []
 
@@ -152,8 +159,29 @@ def remove_local_listener(listener: Callable[[str, Wire], None]) -> None:
         _local_listeners.remove(listener)
 
 
+@contextlib.contextmanager
+def held() -> Iterator[list[list[tuple[str, Event]]]]:
+    """Keep back what this thread publishes meanwhile, in order, for `publish_held`."""
+    kept: list[list[tuple[str, Event]]] = []
+    _holding.kept = kept
+    try:
+        yield kept
+    finally:
+        _holding.kept = None
+
+
+def publish_held(kept: list[list[tuple[str, Event]]]) -> None:
+    """Send what `held` kept back, in order, ahead of anything published after this call."""
+    for events in kept:
+        publish_many(events)
+
+
 def publish_many(events: list[tuple[str, Event]]) -> None:
     """Send events now, in order. Safe from any thread; events from one thread keep their order."""
+    kept = getattr(_holding, "kept", None)
+    if kept is not None:
+        kept.append(events)
+        return
     loop, queue = _loop, _queue
     if loop is not None and queue is not None and not loop.is_closed():
         loop.call_soon_threadsafe(queue.put_nowait, events)

@@ -68,8 +68,10 @@ def mark_batch(name: str) -> None:
 
 def carried[R](fn: Callable[[], R]) -> Callable[[], R]:
     """`fn`, to run with this context's timelines wherever it runs (a group commit's, on a
-    writer thread), when timelines are on. Only the timeline's own variables go along: the
-    thread keeps everything else of its own (its database connection above all)."""
+    writer thread), when timelines are on, marking "taken" when it starts there and "written"
+    when it returns: the hand-overs between the threads show apart from the work. Only the
+    timeline's own variables go along: the thread keeps everything else of its own (its
+    database connection above all)."""
     if not ON:
         return fn
     marks, batch = _marks.get(), _batch.get()
@@ -77,7 +79,10 @@ def carried[R](fn: Callable[[], R]) -> Callable[[], R]:
     def run() -> R:
         tokens = _marks.set(marks), _batch.set(batch)
         try:
-            return fn()
+            mark_batch("taken")
+            result = fn()
+            mark_batch("written")
+            return result
         finally:
             _batch.reset(tokens[1])
             _marks.reset(tokens[0])
