@@ -89,7 +89,7 @@ def insert(
     """INSERT the rows (values for `fields`, adapted); the `returning` column of each row,
     in the rows' order."""
     sql = _statement(
-        ("insert", table, tuple(fields), returning, db.alias),
+        ("insert", table, db.alias, returning and returning.attname, *[f.attname for f in fields]),
         lambda: (
             f"INSERT INTO {db.ops.quote_name(table)} "
             f"({', '.join(column_name(f, db) for f in fields)}) "
@@ -124,6 +124,6 @@ def update(
             f"WHERE t.{column_name(key, db)} = v.k"
         )
 
-    sql = _statement(("update", table, tuple(fields), key, db.alias), make)
+    sql = _statement(("update", table, db.alias, key.attname, *[f.attname for f in fields]), make)
     with driver_cursor(db) as cursor:
         cursor.execute(sql, [_document(rows)])

@@ -114,9 +114,19 @@ def _adapter(field: Field[Any, Any], vendor: str, utc: bool) -> Adapt:
     return adapt
 
 
+_adapter_sets: dict[tuple[Any, ...], tuple[Adapt, ...]] = {}
+
+
 def _adapters(fields: Sequence[Field[Any, Any]], db: BaseDatabaseWrapper) -> tuple[Adapt, ...]:
-    utc = settings.USE_TZ and db.timezone_name == "UTC"
-    return tuple(_adapter(f, db.vendor, utc) for f in fields)
+    """The fields' adapters, found once per model, columns and database. Keyed by names: a
+    field's own hash is computed in Python from its model's names, and looking each one up on
+    every statement was a tenth of a PostgreSQL group commit's CPU (`bench/group_commit.py`)."""
+    key = (fields[0].model if fields else None, db.alias, *[f.attname for f in fields])
+    found = _adapter_sets.get(key)
+    if found is None:
+        utc = settings.USE_TZ and db.timezone_name == "UTC"
+        found = _adapter_sets[key] = tuple(_adapter(f, db.vendor, utc) for f in fields)
+    return found
 
 
 @dataclass(frozen=True)
@@ -231,15 +241,25 @@ def new_row[M: Model](model: type[M], **values: Any) -> M:
     return obj
 
 
-def _stamped(objs: Sequence[Model], fields: Sequence[Field[Any, Any]]) -> None:
+@cache
+def _auto_now(model: type[Model]) -> tuple[str, ...]:
+    """The attnames of the model's `auto_now`/`auto_now_add` fields."""
+    return tuple(
+        f.attname
+        for f in model._meta.concrete_fields
+        if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+    )
+
+
+def _stamped(objs: Sequence[Model]) -> None:
     """Fill `auto_now`/`auto_now_add` fields as `save()` would."""
+    stamped = _auto_now(type(objs[0]))
+    if not stamped:
+        return
     now = timezone.now()
-    stamped = [
-        f for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
-    ]
     for obj in objs:
-        for f in stamped:
-            setattr(obj, f.attname, now)
+        for attname in stamped:
+            setattr(obj, attname, now)
 
 
 def _saved(objs: Sequence[Model], db: BaseDatabaseWrapper) -> None:
@@ -268,7 +288,7 @@ def insert_rows(objs: Sequence[Model]) -> None:
     db = database()
     model = type(objs[0])
     meta = model._meta
-    _stamped(objs, meta.concrete_fields)
+    _stamped(objs)
     if db.vendor == "postgresql":
         fields = list(meta.concrete_fields)
         rows = [[getattr(obj, f.attname) for f in fields] for obj in objs]
@@ -300,7 +320,7 @@ def insert_returning_pks(objs: Sequence[Model]) -> None:
     meta = model._meta
     pk = _pk(meta)
     fields = [f for f in meta.concrete_fields if f is not pk]
-    _stamped(objs, fields)
+    _stamped(objs)
     if db.vendor == "postgresql":
         rows = [[getattr(obj, f.attname) for f in fields] for obj in objs]
         keys = postgres.insert(db, meta.db_table, fields, _values(db, fields, rows), returning=pk)
