@@ -24,6 +24,8 @@ class TaskState(models.TextChoices):
     REJECTED = "rejected", "Rejected"
 
 
+# Every state's value, to test a string against (`TaskState.values` builds a new list each time).
+TASK_STATES = frozenset(TaskState.values)
 TERMINAL_STATES = frozenset(
     {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
 )

@@ -6,12 +6,12 @@ from datetime import datetime
 from typing import Any
 
 from a2a_core.models import (
+    TASK_STATES,
     Artifact,
     Decision,
     Direction,
     Message,
     Task,
-    TaskState,
 )
 from a2a_core.schemas.a2a import (
     HUB_METADATA,
@@ -27,7 +27,7 @@ def wire_state(state: str) -> str:
 def state_from_wire(value: str) -> str:
     """`TASK_STATE_INPUT_REQUIRED` (or `input-required`) -> `input-required`."""
     name = value.removeprefix("TASK_STATE_").lower().replace("_", "-")
-    if name not in TaskState.values:
+    if name not in TASK_STATES:
         raise ValueError(f"unknown task state {value!r}")
     return name
 

@@ -13,6 +13,7 @@ from a2a_core.errors import IllegalTransition, NotFound
 from a2a_core.events import publish_traffic_on_commit
 from a2a_core.models import (
     ALLOWED_TRANSITIONS,
+    TASK_STATES,
     TERMINAL_STATES,
     Task,
     TaskEvent,
@@ -25,7 +26,7 @@ from a2a_core.selectors.task_wire import status_update
 
 def check_transition(task_id: str, current: str, new: str) -> None:
     """Raise `IllegalTransition` unless the A2A state machine allows current -> new."""
-    if new not in TaskState.values:
+    if new not in TASK_STATES:
         raise IllegalTransition(
             f"{new!r} is not a task state; valid: {', '.join(TaskState.values)}"
         )

@@ -42,6 +42,8 @@ def driver_cursor(db: BaseDatabaseWrapper) -> Iterator[Any]:
     values (see `storage.postgres`)."""
     db.validate_no_broken_transaction()
     with db.wrap_database_errors:
+        if db.connection is None:
+            db.ensure_connection()
         if db.vendor == "postgresql":
             import psycopg
 

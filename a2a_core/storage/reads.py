@@ -16,12 +16,28 @@ from django.db.models import Model
 
 from a2a_core.storage.drivers import column_name, database, driver_cursor, fields_of
 
+_statements: dict[tuple[Any, ...], str] = {}
 
-def _cursor(db: BaseDatabaseWrapper) -> Any:
-    """A cursor for the statements here (`%s` marks): on PostgreSQL the driver's, binding on
-    the server (see `storage.rows.driver_cursor`); on SQLite Django's, which turns the marks
-    into SQLite's."""
-    return driver_cursor(db) if db.vendor == "postgresql" else db.cursor()
+
+def _run(
+    db: BaseDatabaseWrapper, key: tuple[Any, ...], make: Callable[[], str], params: Sequence[Any]
+) -> list[Any]:
+    """The rows of the statement `make` composes (`%s` marks), composed once per `key` and
+    database and run on the driver's own cursor (`storage.drivers.driver_cursor`: on
+    PostgreSQL bound on the server; on SQLite with SQLite's `?` marks, written into the
+    statement once, where Django's cursor rewrites them on every call). Composing each read
+    and going through Django's cursor took about 3% of a SQLite batch of one's CPU in
+    cProfile (bench/README.md, "What a commit costs")."""
+    key = (*key, db.alias)
+    sql = _statements.get(key)
+    if sql is None:
+        sql = make()
+        if db.vendor == "sqlite":
+            sql = sql.replace("%s", "?")
+        _statements[key] = sql
+    with driver_cursor(db) as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
 
 
 Converters = list[tuple[int, list[Callable[..., Any]], Any]]
@@ -56,17 +72,21 @@ def select_rows(
     """`SELECT fields FROM model's table WHERE where` (SQL, `%s` for `params`), each value
     converted as the ORM would. `for_update` locks the rows where the database can."""
     db = database()
-    quote = db.ops.quote_name
-    columns = ", ".join(column_name(f, db) for f in fields_of(model._meta, fields))
-    sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} WHERE {where}"
-    if order_by:
-        sql += f" ORDER BY {quote(order_by)}"
-    if for_update and db.features.has_select_for_update:
-        sql += " FOR UPDATE"
-    with _cursor(db) as cursor:
-        cursor.execute(sql, params)
-        rows = [list(row) for row in cursor.fetchall()]
-    converters = _converters(model, tuple(fields), db)
+    fields = tuple(fields)
+
+    def make() -> str:
+        quote = db.ops.quote_name
+        columns = ", ".join(column_name(f, db) for f in fields_of(model._meta, fields))
+        sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} WHERE {where}"
+        if order_by:
+            sql += f" ORDER BY {quote(order_by)}"
+        if for_update and db.features.has_select_for_update:
+            sql += " FOR UPDATE"
+        return sql
+
+    key = ("select", model, fields, where, order_by, for_update)
+    rows = [list(row) for row in _run(db, key, make, params)]
+    converters = _converters(model, fields, db)
     if converters:
         for row in rows:
             for index, chain, column in converters:
@@ -129,16 +149,16 @@ def count_by(
         return {}
     db = database()
     q = db.ops.quote_name
-    key = q(column)
-    among, params = _among(db, key, sorted(keys))
-    in_states = f"{q('state')} IN ({', '.join(_literal(s) for s in states)})"
-    with _cursor(db) as cursor:
-        cursor.execute(
-            f"SELECT {key}, COUNT(*) FROM {q(model._meta.db_table)} "
-            f"WHERE {among} AND {in_states} GROUP BY {key}",
-            params,
+    among, params = _among(db, q(column), sorted(keys))
+
+    def make() -> str:
+        in_states = f"{q('state')} IN ({', '.join(_literal(s) for s in states)})"
+        return (
+            f"SELECT {q(column)}, COUNT(*) FROM {q(model._meta.db_table)} "
+            f"WHERE {among} AND {in_states} GROUP BY {q(column)}"
         )
-        return dict(cursor.fetchall())
+
+    return dict(_run(db, ("count", model, column, among, tuple(states)), make, params))
 
 
 def _literal(value: str) -> str:

@@ -120,7 +120,9 @@ _adapter_sets: dict[tuple[Any, ...], tuple[Adapt, ...]] = {}
 def _adapters(fields: Sequence[Field[Any, Any]], db: BaseDatabaseWrapper) -> tuple[Adapt, ...]:
     """The fields' adapters, found once per model, columns and database. Keyed by names: a
     field's own hash is computed in Python from its model's names, and looking each one up on
-    every statement was a tenth of a PostgreSQL group commit's CPU (`bench/group_commit.py`)."""
+    every statement (and in `storage.postgres`' statement cache, and the `auto_now` fields found
+    field by field) was a tenth of a PostgreSQL group commit's CPU in cProfile; batches of
+    eight 10-15% less CPU a call without it (bench/README.md, "What a commit costs")."""
     key = (fields[0].model if fields else None, db.alias, *[f.attname for f in fields])
     found = _adapter_sets.get(key)
     if found is None:
@@ -307,6 +309,21 @@ def insert_rows(objs: Sequence[Model]) -> None:
     _saved(objs, db)
 
 
+_batch_sizes: dict[tuple[type[Model], str], int] = {}
+
+
+def _batch_size(model: type[Model], db: BaseDatabaseWrapper) -> int:
+    """Rows of `model` (all but its key) one SQLite statement takes: its limit of parameters
+    over the columns, worked out by Django once per model, not field by field per batch."""
+    key = (model, db.alias)
+    found = _batch_sizes.get(key)
+    if found is None:
+        pk = _pk(model._meta)
+        fields = [f for f in model._meta.concrete_fields if f is not pk]
+        found = _batch_sizes[key] = max(1, db.ops.bulk_batch_size(fields, [None] * 1000))
+    return found
+
+
 def insert_returning_pks(objs: Sequence[Model]) -> None:
     """`INSERT` objects whose primary key the database assigns, and set each one's pk.
 
@@ -328,7 +345,7 @@ def insert_returning_pks(objs: Sequence[Model]) -> None:
             setattr(obj, pk.attname, key)
         _saved(objs, db)
         return
-    size = max(1, db.ops.bulk_batch_size(fields, objs))
+    size = _batch_size(model, db)
     for start in range(0, len(objs), size):
         chunk = objs[start : start + size]
 
