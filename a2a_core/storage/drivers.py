@@ -31,6 +31,19 @@ def column_name(field: Field[Any, Any], db: BaseDatabaseWrapper) -> str:
     return db.ops.quote_name(field.column or field.attname)
 
 
+_composed: dict[tuple[Any, ...], str] = {}
+
+
+def composed(key: tuple[Any, ...], make: Callable[[], str]) -> str:
+    """The statement `make` composes, composed once per `key` in this process (a key names
+    its shape and database: the statement's text is then the same each time, and PostgreSQL
+    prepares it once per connection)."""
+    found = _composed.get(key)
+    if found is None:
+        found = _composed[key] = make()
+    return found
+
+
 @contextlib.contextmanager
 def driver_cursor(db: BaseDatabaseWrapper) -> Iterator[Any]:
     """The driver's own cursor, its errors raised as Django's (`IntegrityError`, ...) as

@@ -36,7 +36,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 from psycopg.types.json import Jsonb
 
-from a2a_core.storage.drivers import column_name, driver_cursor
+from a2a_core.storage.drivers import column_name, composed, driver_cursor
 
 
 @cache
@@ -68,16 +68,6 @@ def _document(rows: Sequence[Sequence[Any]]) -> str:
     return json.dumps(rows, default=_encode, separators=(",", ":"))
 
 
-_sql: dict[tuple[Any, ...], str] = {}
-
-
-def _statement(key: tuple[Any, ...], make: Any) -> str:
-    found = _sql.get(key)
-    if found is None:
-        found = _sql[key] = make()
-    return found
-
-
 def insert(
     db: BaseDatabaseWrapper,
     table: str,
@@ -88,7 +78,7 @@ def insert(
 ) -> list[Any]:
     """INSERT the rows (values for `fields`, adapted); the `returning` column of each row,
     in the rows' order."""
-    sql = _statement(
+    sql = composed(
         ("insert", table, db.alias, returning and returning.attname, *[f.attname for f in fields]),
         lambda: (
             f"INSERT INTO {db.ops.quote_name(table)} "
@@ -124,6 +114,6 @@ def update(
             f"WHERE t.{column_name(key, db)} = v.k"
         )
 
-    sql = _statement(("update", table, db.alias, key.attname, *[f.attname for f in fields]), make)
+    sql = composed(("update", table, db.alias, key.attname, *[f.attname for f in fields]), make)
     with driver_cursor(db) as cursor:
         cursor.execute(sql, [_document(rows)])

@@ -14,9 +14,13 @@ from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
-from a2a_core.storage.drivers import column_name, database, driver_cursor, fields_of
-
-_statements: dict[tuple[Any, ...], str] = {}
+from a2a_core.storage.drivers import (
+    column_name,
+    composed,
+    database,
+    driver_cursor,
+    fields_of,
+)
 
 
 def _run(
@@ -28,13 +32,10 @@ def _run(
     statement once, where Django's cursor rewrites them on every call). Composing each read
     and going through Django's cursor took about 3% of a SQLite batch of one's CPU in
     cProfile (bench/README.md, "What a commit costs")."""
-    key = (*key, db.alias)
-    sql = _statements.get(key)
-    if sql is None:
-        sql = make()
-        if db.vendor == "sqlite":
-            sql = sql.replace("%s", "?")
-        _statements[key] = sql
+    sql = composed(
+        ("read", *key, db.alias),
+        lambda: make().replace("%s", "?") if db.vendor == "sqlite" else make(),
+    )
     with driver_cursor(db) as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())

@@ -320,6 +320,7 @@ def _batch_size(model: type[Model], db: BaseDatabaseWrapper) -> int:
     if found is None:
         pk = _pk(model._meta)
         fields = [f for f in model._meta.concrete_fields if f is not pk]
+        # The objects count only on a backend without a limit (SQLite has one).
         found = _batch_sizes[key] = max(1, db.ops.bulk_batch_size(fields, [None] * 1000))
     return found
 
