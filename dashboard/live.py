@@ -54,6 +54,8 @@ log = get_logger("dashboard.live")
 # The longest a flush waits for the browsers to take the one before it.
 FLUSH_SECONDS = 0.05
 TICK_SECONDS = 2.0
+# How many browsers a flush writes to before letting the hub's calls have the loop.
+OFFERS_PER_TURN = 50
 # Computing the numbers may take at most this share of the time between two ticks.
 TICK_BUDGET = 0.1
 # How long the relay goes on listening after its last browser left: a reload or a click to
@@ -120,15 +122,31 @@ class Update:
     policy: str | None = None
     # page -> html: what the ticker renders for pages that show numbers
     ticks: dict[str, str] = field(default_factory=dict)
+    # (filters, the filters' agent) -> the rows that pass them: worked out once per flush for
+    # all the pages that show the same filters.
+    _passing: dict[tuple[TrafficFilter, int | None], list[Row]] = field(
+        default_factory=dict, repr=False
+    )
+
+    def rows_passing(self, filters: TrafficFilter, agent_id: int | None) -> list[Row]:
+        """The rows that pass `filters` (`agent_id`: the id of the filters' agent)."""
+        key = (filters, agent_id)
+        found = self._passing.get(key)
+        if found is None:
+            found = self._passing[key] = [row for row in self.rows if row.passes(*key)]
+        return found
 
 
 class Viewer(Protocol):
     page: str
 
-    def offer(self, update: Update) -> None: ...
+    def offer(self, update: Update) -> None:
+        """Send the browser what of `update` its page shows (written at once, unless the
+        browser has not taken what it was sent before)."""
 
-    async def sent(self) -> None:
-        """Return once everything offered so far has been written to the browser's socket."""
+    def pending(self) -> asyncio.Future[None] | None:
+        """What finishes once everything offered so far has been written to the browser's
+        socket; None if it has been already."""
 
 
 # --- rendering (the relay's thread) ----------------------------------------------------------
@@ -337,15 +355,15 @@ class Relay:
                 log.exception("rendering live updates failed")
                 continue
             viewers = list(self.viewers)
-            for viewer in viewers:
+            for count, viewer in enumerate(viewers, 1):
                 viewer.offer(update)
+                if count % OFFERS_PER_TURN == 0:
+                    await asyncio.sleep(0)  # the hub's calls between, with many browsers
             # What arrives until the browsers have this flush goes out with the next one; a
             # browser that does not keep up holds the others back FLUSH_SECONDS at most.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    asyncio.gather(*(viewer.sent() for viewer in viewers)),
-                    max(0.0, began + FLUSH_SECONDS - loop.time()),
-                )
+            pending = [p for viewer in viewers if (p := viewer.pending()) is not None]
+            if pending:
+                await asyncio.wait(pending, timeout=max(0.0, began + FLUSH_SECONDS - loop.time()))
             # Then as long again, so that flushing takes half the loop at most: the hub's
             # calls share it.
             took = loop.time() - began
