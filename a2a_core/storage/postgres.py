@@ -105,8 +105,8 @@ def update(
     The keys also travel as an array (`t.key = ANY(...)`), which PostgreSQL can count. Of a
     JSON document's rows it guesses 100; joined to a table it believed small (never analysed,
     or grown since its plan was made), 100 lookups by key looked dearer than reading the whole
-    table, so every batch recording answers read all the tasks and all the messages, up to
-    some 18,000 rows. With the array, it reads the batch's rows by key. `bench/throughput.py
+    table, so every batch recording answers read all the tasks and all the messages. With
+    the array, it reads the batch's rows by key. `bench/throughput.py
     --backend sqlite postgres --concurrency 16 --rounds 2 --seconds 5`, three alternating
     pairs, old code against new: rows read by sequential scans in a run 1.74-1.86 M tasks and
     2.50-2.90 M messages against 0.68-0.80 M and 0.45-0.52 M; PostgreSQL's CPU per call
