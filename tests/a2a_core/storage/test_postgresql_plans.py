@@ -86,8 +86,9 @@ async def test_answers_are_recorded_by_key_on_a_table_postgresql_thinks_small(hu
     finally:
         worker.stop()
     read = await db(task_rows_read_whole) - before
-    # One read of the whole table would be 3,000 rows; each answer's batch read it once.
-    assert read < EARLIER_TASKS, f"{read} task rows read by sequential scans in {CALLS} calls"
+    # Each answer's batch reading the whole table would be 12 x 3,000 rows. Room is left for
+    # a background pass of either process that reads the table whole once or twice.
+    assert read < 3 * EARLIER_TASKS, f"{read} task rows read by sequential scans in {CALLS} calls"
     recorded = await db(
         lambda: (
             Task.objects.filter(state=TaskState.COMPLETED)
