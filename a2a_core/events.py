@@ -1,8 +1,9 @@
 """The hub's event bus: small events on the Channels layer, published after commit.
 
-Groups: `traffic` (one event per commit listing every message and task change in it),
-`task.<id>` (a wake-up for streams following that task), `agents` and `agent.<id>` (an
-agent's registration or status changed), `escalations`, `policy`, `outbox`, `inbox.<agent id>`.
+Groups: `traffic` (one event per commit listing every message and task change in it; a page
+about one agent picks that agent's items out of it), `task.<id>` (a wake-up for streams
+following that task), `agents` and `agent.<id>` (an agent's registration or status changed),
+`escalations`, `policy`, `outbox`, `inbox.<agent id>`.
 Each event is one of the models of `a2a_core.schemas.events`; the layer carries it as a dict of
 ids and plain fields (`wire`) so the Redis layer can carry it between processes, and whoever
 receives one reads it back with `parse_event`.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,11 +32,8 @@ from django.db import transaction
 
 from a2a_core.logging import get_logger
 from a2a_core.schemas.events import (
-    AgentTraffic,
     Event,
-    MessageItem,
     TaskChanged,
-    TaskItem,
     Traffic,
     TrafficItem,
     wire,
@@ -78,7 +77,7 @@ async def unbind() -> None:
 async def _publish_forever(queue: asyncio.Queue[list[tuple[str, Event]]]) -> None:
     layer = get_channel_layer()
     # The in-memory layer's groups are all in this process: one nobody joined has nobody to
-    # tell (every call wakes a `task.<id>` and two `agent.<id>` groups, mostly unwatched).
+    # tell (every call wakes a `task.<id>` group, mostly unwatched).
     in_memory = isinstance(layer, InMemoryChannelLayer)
     while True:
         batch = await queue.get()
@@ -99,25 +98,47 @@ async def _publish_forever(queue: asyncio.Queue[list[tuple[str, Event]]]) -> Non
 
 
 async def _group_send_all(layer: Any, sends: list[tuple[str, Wire]]) -> None:
-    """Send a commit's events, in order. On Redis pub/sub, one pipelined round trip per shard
-    instead of one PUBLISH (and one wait) per event: a call's two commits publish about
-    eight events, which one by one cost the loop ~1 ms per call (bench/throughput.py,
-    PostgreSQL + Redis). Other layers: one `group_send` each."""
+    """Send a commit's events, in order. On Redis pub/sub, one command per shard: a script that
+    publishes each of them (`_PUBLISH_ALL`); other layers: one `group_send` each.
+
+    One PUBLISH per event cost the loop ~1 ms a call (a call's two commits publish several);
+    then one pipelined round trip per commit. The pipeline's Python (each command packed,
+    each reply read) was still most of what events cost: PostgreSQL + Redis at concurrency 16
+    (`bench/throughput.py`, hubs side by side), the hub's CPU per call was 3.46 ms with
+    events and 2.97 ms with none sent at all. One script per commit, and no per-agent copies
+    of `traffic` (nobody listened), two runs of old and new hubs side by side: 3.32 against
+    3.83 and 3.81 against 4.10 ms (bench/README.md, "A commit's events in one command")."""
     shards = _pubsub_shards(layer, [group for group, _ in sends])
     if shards is None:
         for group, payload in sends:
             await layer.group_send(group, payload)
         return
-    by_shard: dict[Any, list[tuple[str, bytes]]] = {}
+    by_shard: dict[Any, list[str | bytes]] = {}
     for (_, payload), (shard, channel) in zip(sends, shards, strict=True):
-        by_shard.setdefault(shard, []).append((channel, layer.serialize(payload)))
-    for shard, messages in by_shard.items():
+        by_shard.setdefault(shard, []).extend((channel, layer.serialize(payload)))
+    for shard, args in by_shard.items():
         async with shard._lock:
             shard._ensure_redis()
-            pipe = shard._redis.pipeline(transaction=False)
-            for channel, message in messages:
-                pipe.publish(channel, message)
-            await pipe.execute()
+            await _publish_all(shard._redis)(args=args)
+
+
+# Publishes its arguments, taken in pairs: a channel, then the message for it.
+_PUBLISH_ALL = """
+for i = 1, #ARGV, 2 do
+    redis.call('PUBLISH', ARGV[i], ARGV[i + 1])
+end
+return #ARGV / 2
+"""
+_scripts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _publish_all(client: Any) -> Any:
+    """`_PUBLISH_ALL` on `client` (a shard's Redis client: the layer makes a new one after a
+    lost connection). The script travels once per server; then only its digest (EVALSHA)."""
+    script = _scripts.get(client)
+    if script is None:
+        script = _scripts[client] = client.register_script(_PUBLISH_ALL)
+    return script
 
 
 def _pubsub_shards(layer: Any, groups: list[str]) -> list[tuple[Any, str]] | None:
@@ -134,7 +155,8 @@ def _pubsub_shards(layer: Any, groups: list[str]) -> list[tuple[Any, str]] | Non
             channel = loop_layer._get_group_channel_name(group)
             found.append((loop_layer._get_shard(channel), channel))
         if not all(
-            hasattr(shard, "_lock") and hasattr(shard, "_ensure_redis") for shard, _ in found
+            hasattr(shard, "_lock") and hasattr(shard, "_ensure_redis") and hasattr(shard, "_redis")
+            for shard, _ in found
         ):
             return None
         return found
@@ -224,34 +246,14 @@ def publish_many_on_commit(items: list[tuple[str, Event]]) -> None:
 
 
 def publish_traffic_on_commit(items: list[TrafficItem], tasks: dict[str, int]) -> None:
-    """After commit: one `traffic` event carrying `items`; on `agent.<id>`, one event per agent
-    involved carrying its items; and a wake-up on `task.<id>` for each changed task with its
-    latest event sequence number."""
+    """After commit: one `traffic` event carrying `items`, and a wake-up on `task.<id>` for
+    each changed task with its latest event sequence number."""
     if not items and not tasks:
         return
     batch: list[tuple[str, Event]] = []
     if items:
         batch.append(("traffic", Traffic(items=items)))
-        by_agent: dict[int, list[TrafficItem]] = {}
-        for item in items:
-            for agent_id in _agents_of(item):
-                by_agent.setdefault(agent_id, []).append(item)
-        batch.extend(
-            (f"agent.{agent_id}", AgentTraffic(agent_id=agent_id, items=agent_items))
-            for agent_id, agent_items in by_agent.items()
-        )
     batch.extend(
         (f"task.{task_id}", TaskChanged(task_id=task_id, seq=seq)) for task_id, seq in tasks.items()
     )
     publish_many_on_commit(batch)
-
-
-def _agents_of(item: TrafficItem) -> set[int]:
-    ids: tuple[int | None, ...]
-    if isinstance(item, MessageItem):
-        ids = (item.sender_id, item.target_id)
-    elif isinstance(item, TaskItem):
-        ids = (item.caller_id, item.target_id)
-    else:
-        ids = ()
-    return {pk for pk in ids if pk is not None}

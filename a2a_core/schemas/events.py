@@ -110,14 +110,6 @@ class Traffic(Event):
     items: list[TrafficItem]
 
 
-class AgentTraffic(Event):
-    """On `agent.<id>`: the items of one commit that involve that agent."""
-
-    event: Literal["agent.traffic"] = "agent.traffic"
-    agent_id: int
-    items: list[TrafficItem]
-
-
 class TaskChanged(Event):
     """On `task.<id>`: the task has events up to `seq`."""
 
@@ -197,7 +189,6 @@ class InboxCanceled(Event):
 
 HubEvent = Annotated[
     Traffic
-    | AgentTraffic
     | TaskChanged
     | AgentChanged
     | EscalationChanged

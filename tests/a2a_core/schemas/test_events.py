@@ -91,7 +91,6 @@ async def test_every_event_of_calls_a_held_message_an_approval_and_an_inbox_is_t
         "policy.activated",
         "agent.registered",
         "traffic",
-        "agent.traffic",
         "task.changed",
         "escalation.opened",
         "escalation.decided",
