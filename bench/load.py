@@ -40,10 +40,12 @@ def wait_for_port(
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, *args],
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=None,

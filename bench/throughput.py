@@ -10,8 +10,8 @@ Each configuration (a backend, with as many workers as asked: SQLite always runs
 fresh database, the echo agent registered and a caller, and a hub started as an operator
 starts it (`manage.py a2a serve --no-demo --workers N`); all of them run for the whole bench.
 At each concurrency level the same closed-loop JSON-RPC load goes to the echo agent directly
-and then through each configuration's hub in turn, round after round (`--rounds`, medians
-reported): drift on a shared machine (its speed can halve within minutes) hits the direct
+and then through each configuration's hub in turn (every other round in the reverse order),
+round after round (`--rounds`, medians reported): drift on a shared machine (its speed can halve within minutes) hits the direct
 runs and every configuration alike, so the comparisons between configurations (CPU per call,
 two workers against one) are made within the same minutes as hub against direct. Printed:
 req/s, p50/p99, the CPU each process used per call, the ratio hub/direct, and then every
@@ -33,6 +33,13 @@ its default unless `--incoming-concurrent` says otherwise.
 committed, forwarded, answered by the agent, the answer recorded, answered) and the p50 of
 each stretch between two points is printed under each level's figures, over all its hub runs.
 Costs a few microseconds per call: compare timelines with timelines.
+
+`--against DIR`: each configuration is run a second time, its hub served from the code at
+DIR (another checkout of the hub: `git worktree add /tmp/before <commit>`), with a database
+of its own prepared by this checkout (so both must have the same migrations), and loaded in
+turn with the others in each round: a change measured against the code before it in the same
+minutes, where runs one after the other would carry the machine's drift. Its figures are
+printed under their own label and take no part in the targets.
 
 `--floor`: each round also loads a bare proxy (`bench/floor_proxy.py`: the a2a-sdk's server
 forwarding to the agent with the a2a-sdk client, nothing else), and each level prints it
@@ -181,6 +188,7 @@ def count() -> None:
 class Config:
     backend: str
     workers: int
+    code: Path = ROOT  # the checkout its hub runs from (`--against`)
     database_url: str = ""
     redis_url: str = ""
     env: dict[str, str] = field(default_factory=dict)
@@ -194,9 +202,20 @@ class Config:
     answered: int = 0
 
     @property
+    def against(self) -> bool:
+        return self.code != ROOT
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """Its results' key: the backend and workers, or for `--against` the code's place too
+        (the targets read the keys of this checkout's configurations only)."""
+        return (f"{self.backend} at {self.code}" if self.against else self.backend, self.workers)
+
+    @property
     def label(self) -> str:
         name = "SQLite + in-memory layer" if self.backend == "sqlite" else "PostgreSQL + Redis"
-        return f"{name}, {self.workers} worker{'s' if self.workers > 1 else ''}"
+        code = f", the code at {self.code}" if self.against else ""
+        return f"{name}, {self.workers} worker{'s' if self.workers > 1 else ''}{code}"
 
 
 def stores(configs: list[Config]) -> None:
@@ -208,7 +227,8 @@ def stores(configs: list[Config]) -> None:
         config.database_url, config.redis_url = POSTGRES_URL, REDIS_URL
         if len(scaled) > 1:
             parts = urlsplit(POSTGRES_URL)
-            config.database_url = urlunsplit(parts._replace(path=f"{parts.path}_w{config.workers}"))
+            path = f"{parts.path}_w{config.workers}{'_against' if config.against else ''}"
+            config.database_url = urlunsplit(parts._replace(path=path))
             redis = urlsplit(REDIS_URL)
             number = int(redis.path.lstrip("/") or 0) + n
             config.redis_url = urlunsplit(redis._replace(path=f"/{number}"))
@@ -370,7 +390,7 @@ def start(config: Config, args: argparse.Namespace, echo_port: int) -> None:
         "manage.py", "a2a", "serve", "--no-demo", "--port", str(hub_port),
         "--workers", str(config.workers), "--server", args.server,
     ]  # fmt: skip
-    config.hub = spawn(serve, env=config.env)
+    config.hub = spawn(serve, env=config.env, cwd=config.code)
     wait_for_port(hub_port, config.hub, timeout=60)
     config.url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
     # A first second of calls: every worker's connections are open before measuring.
@@ -397,7 +417,7 @@ def run_level(
     floors: list[Result] = []
     throughs: dict[str, list[Result]] = {config.label: [] for config in configs}
     timelines: dict[str, dict[str, list[float]]] = {c.label: defaultdict(list) for c in configs}
-    for _ in range(args.rounds):
+    for round_ in range(args.rounds):
         directs.append(
             measured(
                 f"http://127.0.0.1:{args.echo_port}/",
@@ -415,7 +435,9 @@ def run_level(
                     seconds=args.seconds,
                 )
             )
-        for config in configs:
+        # Every other round the other way round: no configuration always comes last, when the
+        # machine has warmed up (or slowed down) the most since the direct run.
+        for config in configs if round_ % 2 == 0 else configs[::-1]:
             assert config.hub is not None
             throughs[config.label].append(
                 measured(
@@ -439,7 +461,7 @@ def run_level(
     for config in configs:
         runs = throughs[config.label]
         config.answered += sum(r.requests - r.errors for r in runs)
-        level = levels[(config.backend, config.workers)] = Level(direct, median_run(runs), floor)
+        level = levels[config.key] = Level(direct, median_run(runs), floor)
         print(f"-- {config.label} (hub on {args.server})")
         print(line("hub", level.hub) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in runs)})")
         print(
@@ -560,6 +582,12 @@ def main() -> None:
         "--timeline", action="store_true", help="print where a call's time goes in the hub"
     )
     parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="DIR",
+        help="also run each configuration from the hub's code at DIR, in turn with the others",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="also load a bare a2a-sdk proxy (bench/floor_proxy.py) each round",
@@ -573,9 +601,10 @@ def main() -> None:
         return count()
 
     configs = [
-        Config(backend, workers)
+        Config(backend, workers, code)
         for backend in args.backend
         for workers in (args.workers if backend == "postgres" else [1])
+        for code in ([ROOT, args.against.resolve()] if args.against else [ROOT])
     ]
     stores(configs)
     echo_port = args.echo_port = free_port()
