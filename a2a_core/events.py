@@ -102,12 +102,12 @@ async def _group_send_all(layer: Any, sends: list[tuple[str, Wire]]) -> None:
     publishes each of them (`_PUBLISH_ALL`); other layers: one `group_send` each.
 
     One PUBLISH per event cost the loop ~1 ms a call (a call's two commits publish several);
-    then one pipelined round trip per commit. The pipeline's Python (each command packed,
-    each reply read) was still most of what events cost: PostgreSQL + Redis at concurrency 16
-    (`bench/throughput.py`, hubs side by side), the hub's CPU per call was 3.46 ms with
-    events and 2.97 ms with none sent at all. One script per commit, and no per-agent copies
-    of `traffic` (nobody listened), two runs of old and new hubs side by side: 3.32 against
-    3.83 and 3.81 against 4.10 ms (bench/README.md, "A commit's events in one command")."""
+    one pipelined round trip per commit still packed each command and read each reply in
+    Python. The CPU of sending one commit's events from the loop (`bench/README.md`, "A
+    commit's events in one command"): 0.146-0.179 ms as a pipeline of four (the traffic, its
+    copies for the two agents involved, the task's wake-up), 0.124-0.131 ms as one script
+    call, 0.108-0.118 ms without the agents' copies, which nobody listened to (a page about
+    one agent picks its items out of `traffic`)."""
     shards = _pubsub_shards(layer, [group for group, _ in sends])
     if shards is None:
         for group, payload in sends:
