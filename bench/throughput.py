@@ -15,7 +15,8 @@ round after round (`--rounds`, medians reported): drift on a shared machine (its
 runs and every configuration alike, so the comparisons between configurations (CPU per call,
 two workers against one) are made within the same minutes as hub against direct. Printed:
 req/s, p50/p99, the CPU each process used per call, the ratio hub/direct, and then every
-target of the scaled-mode work as a ratio measured within this run. Last, a check that every
+target of the scaled-mode work as a ratio measured within this run (the ratios between two
+configurations also round by round). Last, a check that every
 call each hub answered was persisted.
 
 PostgreSQL: the database named by HUB_BENCH_DATABASE_URL (default
@@ -365,6 +366,7 @@ class Level:
     direct: Result
     hub: Result
     floor: Result | None = None
+    runs: list[Result] = field(default_factory=list)  # the hub's, one a round
 
     @property
     def ratio(self) -> float:
@@ -461,7 +463,7 @@ def run_level(
     for config in configs:
         runs = throughs[config.label]
         config.answered += sum(r.requests - r.errors for r in runs)
-        level = levels[config.key] = Level(direct, median_run(runs), floor)
+        level = levels[config.key] = Level(direct, median_run(runs), floor, runs)
         print(f"-- {config.label} (hub on {args.server})")
         print(line("hub", level.hub) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in runs)})")
         print(
@@ -520,6 +522,12 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+def by_round(ratios: list[float]) -> str:
+    """The ratio of two configurations in each round (loaded in the same minutes): how far
+    the median can be trusted."""
+    return "per round " + " / ".join(f"{r:.2f}x" for r in ratios)
+
+
 def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
     """Every target this run has the figures for, as a line each."""
     out = []
@@ -541,16 +549,22 @@ def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
         if 16 in embedded:
             cpu = scaled[16].hub.cpu_ms_per_call("hub")
             base = embedded[16].hub.cpu_ms_per_call("hub")
+            rounds = [
+                a.cpu_ms_per_call("hub") / b.cpu_ms_per_call("hub")
+                for a, b in zip(scaled[16].runs, embedded[16].runs, strict=False)
+            ]
             out.append(
                 f"PostgreSQL + Redis, 1 worker, c=16: hub CPU per call <= 1.2x embedded's -> "
-                f"{verdict(cpu <= 1.2 * base)} ({cpu / base:.2f}x: {cpu:.2f} vs {base:.2f} ms)"
+                f"{verdict(cpu <= 1.2 * base)} ({cpu / base:.2f}x: {cpu:.2f} vs {base:.2f} ms; "
+                f"{by_round(rounds)})"
             )
     if 64 in scaled and 64 in two:
         ratio = two[64].hub.rate / scaled[64].hub.rate
+        rounds = [a.rate / b.rate for a, b in zip(two[64].runs, scaled[64].runs, strict=False)]
         out.append(
             f"PostgreSQL + Redis, c=64: 2 workers >= 1.3x the calls/s of 1 -> "
             f"{verdict(ratio >= 1.3)} ({ratio:.2f}x: {two[64].hub.rate:.0f} vs "
-            f"{scaled[64].hub.rate:.0f} req/s)"
+            f"{scaled[64].hub.rate:.0f} req/s; {by_round(rounds)})"
         )
     return out
 
