@@ -4,6 +4,10 @@ connection the server has already closed."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import httpx
 import psycopg
 import pytest
@@ -25,16 +29,24 @@ pytestmark = [
 APP_NAME = "hub-cut-off"
 
 
-def cut_off() -> int:
-    """Terminate the worker's idle connections (all of them between two calls, but for a
-    background pass's query under way, which would fail with its connection whatever the
-    hub did); how many there were."""
-    with psycopg.connect(database_url(), autocommit=True) as admin:
-        rows = admin.execute(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
-            "WHERE application_name = %s AND state = 'idle'",
-            (APP_NAME,),
-        ).fetchall()
+def cut_off(worker: Worker) -> int:
+    """Terminate the worker's idle connections; how many there were.
+
+    The worker is stopped meanwhile (SIGSTOP), so that none of its threads starts a query
+    between PostgreSQL's list of idle connections and their end: a background pass's query
+    under way (its vacuums come round every 0.2 s) would fail with its connection whatever
+    the hub did. What the test is after is a connection closed while nobody used it."""
+    os.kill(worker.process.pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.1)  # what was already on its way to PostgreSQL has arrived
+        with psycopg.connect(database_url(), autocommit=True) as admin:
+            rows = admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                "WHERE application_name = %s AND state = 'idle'",
+                (APP_NAME,),
+            ).fetchall()
+    finally:
+        os.kill(worker.process.pid, signal.SIGCONT)
     return len(rows)
 
 
@@ -65,7 +77,7 @@ async def test_calls_after_postgresql_dropped_the_workers_connections_are_answer
             earlier = [await send(http, url, f"before-{i}") for i in range(5)]
             task_ids = [answer["result"]["task"]["id"] for answer in earlier]
 
-            assert cut_off() >= 2
+            assert cut_off(worker) >= 2
 
             # Reads first (a task looked up on a pooled connection), then calls (written by
             # the writers, then read).
