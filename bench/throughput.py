@@ -11,13 +11,13 @@ fresh database, the echo agent registered and a caller, and a hub started as an 
 starts it (`manage.py a2a serve --no-demo --workers N`); all of them run for the whole bench.
 At each concurrency level the same closed-loop JSON-RPC load goes to the echo agent directly
 and then through each configuration's hub in turn (every other round in the reverse order),
-round after round (`--rounds`, medians reported): drift on a shared machine (its speed can halve within minutes) hits the direct
-runs and every configuration alike, so the comparisons between configurations (CPU per call,
-two workers against one) are made within the same minutes as hub against direct. Printed:
-req/s, p50/p99, the CPU each process used per call, the ratio hub/direct, and then every
-target of the scaled-mode work as a ratio measured within this run (the ratios between two
-configurations also round by round). Last, a check that every
-call each hub answered was persisted.
+round after round (`--rounds`, medians reported): drift on a shared machine (its speed can
+halve within minutes) hits the direct runs and every configuration alike, so the comparisons
+between configurations (CPU per call, two workers against one) are made within the same
+minutes as hub against direct. Printed: req/s, p50/p99, the CPU each process used per call,
+the ratio hub/direct, and then every target of the scaled-mode work as a ratio measured
+within this run (the ratios between two configurations also round by round). Last, a check
+that every call each hub answered was persisted.
 
 PostgreSQL: the database named by HUB_BENCH_DATABASE_URL (default
 postgres://postgres@127.0.0.1:5432/a2a_bench), dropped and created again; with several
@@ -551,7 +551,7 @@ def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
             base = embedded[16].hub.cpu_ms_per_call("hub")
             rounds = [
                 a.cpu_ms_per_call("hub") / b.cpu_ms_per_call("hub")
-                for a, b in zip(scaled[16].runs, embedded[16].runs, strict=False)
+                for a, b in zip(scaled[16].runs, embedded[16].runs, strict=True)
             ]
             out.append(
                 f"PostgreSQL + Redis, 1 worker, c=16: hub CPU per call <= 1.2x embedded's -> "
@@ -560,7 +560,7 @@ def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
             )
     if 64 in scaled and 64 in two:
         ratio = two[64].hub.rate / scaled[64].hub.rate
-        rounds = [a.rate / b.rate for a, b in zip(two[64].runs, scaled[64].runs, strict=False)]
+        rounds = [a.rate / b.rate for a, b in zip(two[64].runs, scaled[64].runs, strict=True)]
         out.append(
             f"PostgreSQL + Redis, c=64: 2 workers >= 1.3x the calls/s of 1 -> "
             f"{verdict(ratio >= 1.3)} ({ratio:.2f}x: {two[64].hub.rate:.0f} vs "
@@ -613,6 +613,8 @@ def main() -> None:
         return prepare(int(args.prepare[0]), args.prepare[1])
     if args.count:
         return count()
+    if args.against and not (args.against / "manage.py").is_file():
+        parser.error(f"--against {args.against}: no checkout of the hub there (no manage.py)")
 
     configs = [
         Config(backend, workers, code)
