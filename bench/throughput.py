@@ -16,8 +16,11 @@ halve within minutes) hits the direct runs and every configuration alike, so the
 between configurations (CPU per call, two workers against one) are made within the same
 minutes as hub against direct. Printed: req/s, p50/p99, the CPU each process used per call,
 the ratio hub/direct, and then every target of the scaled-mode work as a ratio measured
-within this run (the ratios between two configurations also round by round). Last, a check
-that every call each hub answered was persisted.
+within this run (the ratios between two configurations also round by round), and under each
+throughput target not met, what it asks of the CPU: the calls/s it wants need every process's
+CPU per call (the load generator's included) to fit in the machine's cores, and the hub's in
+its processes at a full core each, beside what a call costs now. Last, a check that every
+call each hub answered was persisted.
 
 PostgreSQL: the database named by HUB_BENCH_DATABASE_URL (default
 postgres://postgres@127.0.0.1:5432/a2a_bench), dropped and created again; with several
@@ -528,8 +531,26 @@ def by_round(ratios: list[float]) -> str:
     return "per round " + " / ".join(f"{r:.2f}x" for r in ratios)
 
 
+NEEDS = "        needs: "
+
+
+def needs(now: Result, wanted: float, hubs: int) -> str:
+    """What `wanted` calls/s asks of this machine's CPU, beside what a call cost in `now`: every
+    process's CPU per call must fit in the machine's cores (the load generator's included),
+    and the hub's in its `hubs` processes, at most a core each (one interpreter lock each)."""
+    cores = os.cpu_count() or 1
+    processes = "one process, a core at most" if hubs == 1 else f"{hubs} processes, a core each"
+    return (
+        f"{wanted:.0f} calls/s needs under {cores * 1000 / wanted:.2f} ms of CPU a call in all "
+        f"on the machine's {cores} cores (now {now.machine / now.rate * 1000:.2f}) and under "
+        f"{hubs * 1000 / wanted:.2f} ms in the hub's {processes} (now "
+        f"{now.cpu_ms_per_call('hub'):.2f}, the hub using {now.cores['hub']:.2f} of a core)"
+    )
+
+
 def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
-    """Every target this run has the figures for, as a line each."""
+    """Every target this run has the figures for, as a line each; under each throughput
+    target not met, what it needs of the CPU (`needs`)."""
     out = []
     embedded = results.get(("sqlite", 1), {})
     scaled = results.get(("postgres", 1), {})
@@ -537,6 +558,8 @@ def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
     if 16 in embedded:
         ratio = embedded[16].ratio
         out.append(f"embedded, c=16: hub >= 0.8x direct -> {verdict(ratio >= 0.8)} ({ratio:.2f}x)")
+        if ratio < 0.8:
+            out.append(NEEDS + needs(embedded[16].hub, 0.8 * embedded[16].direct.rate, 1))
     if 1 in embedded:
         added = embedded[1].hub.pct(50) - embedded[1].direct.pct(50)
         out.append(f"embedded, c=1: hub adds < 1 ms p50 -> {verdict(added < 1)} (+{added:.2f} ms)")
@@ -546,6 +569,8 @@ def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
             f"PostgreSQL + Redis, 1 worker, c=16: hub >= 0.5x direct -> "
             f"{verdict(ratio >= 0.5)} ({ratio:.2f}x)"
         )
+        if ratio < 0.5:
+            out.append(NEEDS + needs(scaled[16].hub, 0.5 * scaled[16].direct.rate, 1))
         if 16 in embedded:
             cpu = scaled[16].hub.cpu_ms_per_call("hub")
             base = embedded[16].hub.cpu_ms_per_call("hub")
@@ -566,6 +591,8 @@ def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
             f"{verdict(ratio >= 1.3)} ({ratio:.2f}x: {two[64].hub.rate:.0f} vs "
             f"{scaled[64].hub.rate:.0f} req/s; {by_round(rounds)})"
         )
+        if ratio < 1.3:
+            out.append(NEEDS + needs(two[64].hub, 1.3 * scaled[64].hub.rate, 2))
     return out
 
 
@@ -657,7 +684,7 @@ def main() -> None:
                 server.wait(10)
     print()
     for text in targets(results):
-        print(f"target: {text}")
+        print(text if text.startswith(NEEDS) else f"target: {text}")
     for text in floors(results):
         print(f"floor: {text}")
 

@@ -16,8 +16,19 @@ switch in the process lifts it.
 
 A writer thread keeps its connection from one batch to the next (replaced when an error left
 it unusable or, seen from its socket before each batch, PostgreSQL has closed it), where the
-database thread hands its pooled connection back after every call. The figures behind each choice (the thread against the loop's own thread on SQLite, how
-many writers on PostgreSQL) are in bench/README.md, "The write path's room".
+database thread hands its pooled connection back after every call. The figures behind each
+choice (the thread against the loop's own thread on SQLite, how many writers on PostgreSQL)
+are in bench/README.md, "The write path's room".
+
+Why threads and not psycopg's async connections on the loop: what the loop would save is the
+hand-over of each batch to a thread and back. A build that ran PostgreSQL's group commits on
+the loop's own thread, blocking it, saved all of that and gained nothing, in the same rounds
+as this code (`bench/throughput.py --backend postgres --against`, three runs at concurrency
+16: 99.0 / 108.8 / 90.2 against 102.8 / 105.5 / 106.7 calls/s). Either way the process was
+busy 0.69-0.72 of a core: during a batch's waits for PostgreSQL (7.5-8.8 ms of its 16.6-19.1)
+the other calls wait for that batch or for the agent, so an async connection would sit
+through the same waits, not shorten them (bench/README.md, "The writes on the loop's own
+thread").
 """
 
 from __future__ import annotations
