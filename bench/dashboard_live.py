@@ -41,7 +41,7 @@ from typing import Any
 
 import aiohttp
 import websockets
-from load import Result, cpu_seconds, free_port, spawn, wait_for_port
+from load import Result, cpu_seconds, free_port, serve_hub, spawn, stop, wait_for_port
 from throughput import prepare_hub
 from websockets.typing import Origin
 
@@ -309,14 +309,11 @@ def main() -> None:
     hub: subprocess.Popen[bytes] | None = None
     try:
         env, token = prepare(data_dir, echo_port)
-        hub = spawn(
-            [
-                *("-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port)),
-                *("--log-level", "warning", "--no-access-log", "--workers", "1"),
-                *("--lifespan", "on", "--ws", "websockets-sansio"),
-                *("--ws-per-message-deflate", "false", "config.asgi:application"),
-            ],
-            env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        hub = serve_hub(
+            port,
+            env,
+            *("--lifespan", "on", "--ws", "websockets-sansio"),
+            *("--ws-per-message-deflate", "false"),
         )
         wait_for_port(echo_port, echo)
         wait_for_port(port, hub)
@@ -332,15 +329,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted")
     finally:
-        for proc in (hub, echo):
-            if proc is None:
-                continue
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(hub, echo)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from typing import Any
 
 import aiohttp
 import websockets
-from load import Result, free_port, send_message_body, spawn, wait_for_port
+from load import Result, free_port, send_message_body, serve_hub, stop, wait_for_port
 from throughput import prepare_hub
 
 POLICY = {
@@ -219,14 +218,7 @@ def main() -> None:
     env, caller_token = prepare_hub(data_dir, free_port())
     tokens = register_inbox_agents(args.agents)
     port = free_port()
-    hub = spawn(
-        [
-            *("-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port)),
-            *("--log-level", "warning", "--no-access-log", "--workers", "1"),
-            *("--ws", "websockets-sansio", "config.asgi:application"),
-        ],
-        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
-    )
+    hub = serve_hub(port, env, "--ws", "websockets-sansio")
     try:
         wait_for_port(port, hub)
         database = "PostgreSQL" if "postgres" in env["DATABASE_URL"] else "SQLite"
@@ -250,12 +242,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted")
     finally:
-        hub.terminate()
-        try:
-            hub.wait(10)
-        except subprocess.TimeoutExpired:
-            hub.kill()
-            hub.wait()
+        stop(hub)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,33 @@ def spawn(
     )
 
 
+def serve_hub(port: int, env: dict[str, str], *options: str) -> subprocess.Popen[bytes]:
+    """The hub as `a2a serve` runs it: uvicorn, one worker, on `port`; `options` are more of
+    uvicorn's."""
+    return spawn(
+        [
+            *("-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port)),
+            *("--log-level", "warning", "--no-access-log", "--workers", "1"),
+            *options,
+            "config.asgi:application",
+        ],
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+    )
+
+
+def stop(*procs: subprocess.Popen[bytes] | None) -> None:
+    """Terminate each process started (None: not started), killing any that lingers."""
+    for proc in procs:
+        if proc is None:
+            continue
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _stat(pid: int | str) -> list[str] | None:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -189,10 +189,12 @@ class Recording:
         if isinstance(message, dict):
             self.reply(message)
         metadata = _agent_metadata(metadata)
+        if state == TaskState.SUBMITTED and task.state not in TERMINAL_STATES:
+            # Where each of the agent's tasks begins: nothing new for the hub, whose task may
+            # be further on already (a held message approved is working when it is delivered).
+            return False
         if state == task.state and (
-            state in TERMINAL_STATES
-            or state == TaskState.SUBMITTED
-            or not (isinstance(message, dict) or metadata)
+            state in TERMINAL_STATES or not (isinstance(message, dict) or metadata)
         ):
             return False
         try:

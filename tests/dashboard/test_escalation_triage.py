@@ -8,6 +8,7 @@ import re
 import pytest
 
 from a2a_core.models import AuditEvent, Escalation, Message
+from a2a_core.services.escalation_triage import BULK_CHUNK
 from tests.dashboard.test_escalations import post
 from tests.factories import held_escalation as held
 from tests.factories import question_escalation as question
@@ -188,6 +189,24 @@ def test_bulk_approve_reject_and_redirect(as_role):
             "actor_label", flat=True
         )
     ) == {"operator"}
+
+
+def test_a_bulk_larger_than_one_commit_decides_each_once_and_skips_the_decided(as_role):
+    batch = [held(f"m{i}", caller=f"c{i % 3}") for i in range(BULK_CHUNK + 10)]
+    operator = as_role("operator")
+    post(operator, f"/escalations/{batch[BULK_CHUNK].pk}/reject/", {"reason": "not that one"})
+    ids = [str(e.pk) for e in reversed(batch)] + [str(batch[0].pk)]
+    html = post(operator, "/escalations/bulk/", {"ids": ids, "action": "approve"}).content.decode()
+    total = BULK_CHUNK + 10
+    assert f"Approved {total - 1} of {total}." in html
+    assert (
+        f"#{batch[BULK_CHUNK].pk}: escalation {batch[BULK_CHUNK].pk} was already rejected" in html
+    )
+    statuses = [Escalation.objects.get(pk=e.pk).status for e in batch]
+    assert statuses == ["approved"] * BULK_CHUNK + ["rejected"] + ["approved"] * 9
+    assert AuditEvent.objects.filter(action="escalation.approve").count() == total - 1
+    queued = Message.objects.filter(escalations__in=batch, delivery_state="queued")
+    assert queued.count() == total - 1
 
 
 # --- editing the whole message ---------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from a2a_core.asyncdb import db
 from a2a_core.services.users import user_create
@@ -23,6 +23,11 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 PASSWORD = "a-long-test-password-2026"
 
 pytestmark = pytest.mark.live
+
+# What a page shows is awaited as long as what it does (`set_default_timeout` below): on a
+# loaded machine a bulk decision's answer or a live update can take longer than Playwright's
+# 5 s, and a shorter wait only turns slowness into a failure.
+expect.set_options(timeout=10_000)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import timedelta
 from typing import Any
@@ -14,7 +15,15 @@ from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 
 from a2a_core.asyncdb import db
 from a2a_core.errors import Conflict, ValidationFailed
-from a2a_core.models import Agent, AuditEvent, Escalation, Message, PolicyVersion, Task
+from a2a_core.models import (
+    Agent,
+    AuditEvent,
+    Escalation,
+    Message,
+    PolicyVersion,
+    Task,
+    TaskEvent,
+)
 from a2a_core.policy import clock
 from a2a_core.selectors.policy_dry_run import policy_dry_run
 from a2a_core.services.agents import agent_suspend
@@ -266,12 +275,24 @@ async def test_a_held_message_waits_auth_required_and_nothing_reaches_the_agent(
     )
 
 
-async def test_approved_message_is_delivered_and_the_task_completes(held):
+async def test_approved_message_is_delivered_and_the_task_completes(held, caplog):
     client, task, escalation, _ = held
+    caplog.set_level(logging.WARNING)
     await db(escalation_approve, escalation_id=escalation.pk, actor_label="operator")
     done = await completed(client, task.id)
     assert done.artifacts[0].parts[0].text == "echo: please"
     assert await db(lambda: AuditEvent.objects.filter(action="escalation.approve").exists())
+    # The agent begins its task as submitted; the hub's is working already, and stays so.
+    states = await db(
+        lambda: list(
+            TaskEvent.objects.filter(task_id=task.id)
+            .exclude(state="")
+            .order_by("seq")
+            .values_list("state", flat=True)
+        )
+    )
+    assert states == ["auth-required", "working", "completed"]
+    assert "illegal transition" not in caplog.text
 
 
 async def test_edited_then_approved_message_delivers_the_edited_text(held):
