@@ -222,6 +222,26 @@ async def test_a_bulk_approve_of_20_delivers_20_messages_each_to_its_agent(hub, 
     )
 
 
+async def test_enter_in_the_bulk_reason_rejects_the_selected_and_approves_nothing(
+    hub, dashboard, busy
+):
+    operator = await dashboard("operator")
+    await inbox(operator, hub.url, "?sort=oldest")
+    boxes = cards(operator).locator("input.pick")
+    await boxes.nth(0).check()
+    await boxes.nth(1).check()
+    await expect(operator.locator("#bulk-count")).to_have_text("2")
+    reason = operator.get_by_label("Reason for rejecting the selected")
+    await reason.fill("not during the freeze")
+    await reason.press("Enter")
+    await expect(operator.locator("#bulk-notice")).to_have_text("Rejected 2 of 2.")
+    decided = await db(
+        lambda: list(Escalation.objects.exclude(status="pending").values_list("status", "answer"))
+    )
+    assert decided == [("rejected", "not during the freeze")] * 2
+    assert all(received(agent) == [] for agent in busy.targets.values())
+
+
 async def test_an_operator_approves_with_the_keyboard_alone(hub, dashboard, busy):
     operator = await dashboard("operator")
     await inbox(operator, hub.url, "?sort=oldest&agent=alpha")

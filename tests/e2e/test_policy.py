@@ -12,7 +12,7 @@ from a2a.types.a2a_pb2 import TaskState
 from playwright.async_api import Page, expect
 
 from a2a_core.asyncdb import db
-from a2a_core.models import Message
+from a2a_core.models import Message, PolicyVersion
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.protocol.helpers import request, send
 from tests.e2e.conftest import live, shot
@@ -212,3 +212,28 @@ async def test_two_cells_clicked_then_save_on_a_slow_network_saves_both(hub, das
     await expect(page.locator("#v2 ul.diff li")).to_have_text(
         ["beta → echo: deny (new rule)", "gamma → echo: deny (new rule)"]
     )
+
+
+async def test_enter_in_a_field_never_publishes_the_policy_by_surprise(hub, sdk, dashboard):
+    await hub.endpoint_agent("echo")
+    _, beta = await hub.caller("beta")
+    await db(policy_publish, document={}, reason="the defaults", actor_label="setup")
+    await send(await sdk("echo", beta), request("echo beta"))
+    page = await dashboard("admin")
+    await page.goto(f"{hub.url}/policy/")
+    await live(page)
+
+    await page.get_by_label("Reason").fill("slow beta down")
+    await page.get_by_label("Messages per minute").fill("900")
+    await page.get_by_label("Messages per minute").press("Enter")
+    # Enter in "Messages to replay" runs the dry-run; the form's requests go in order, so a
+    # save the first Enter had sent would be answered before it.
+    await page.get_by_label("Messages to replay").fill("50")
+    await page.get_by_label("Messages to replay").press("Enter")
+    await expect(page.locator("#dry-run-report")).to_contain_text("Replayed the last")
+    assert await db(lambda: PolicyVersion.objects.count()) == 1
+
+    # Enter in the reason, beside the Save button, saves.
+    await page.get_by_label("Reason").press("Enter")
+    await expect(page.get_by_role("status").first).to_have_text("Policy v2 is active (1 change).")
+    assert await db(lambda: PolicyVersion.objects.count()) == 2
