@@ -14,6 +14,8 @@ import grpc
 import grpc.aio
 import uvicorn
 
+from a2a_core.cli.worker import KEEP_ALIVE_SECONDS
+
 _handed_out: set[int] = set()
 
 
@@ -65,6 +67,7 @@ class ServerThread:
             loop="asyncio",
             ws="websockets-sansio",
             timeout_graceful_shutdown=2,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,  # as `a2a serve`
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(

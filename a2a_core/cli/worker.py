@@ -18,6 +18,12 @@ import sys
 
 import uvicorn
 
+# How long an idle connection stays open: longer than clients keep theirs. httpx, the
+# a2a-sdk's client, expires an idle connection after 5 s, as uvicorn closes one by default,
+# so a call sent on a connection idle for about 5 s could cross the hub's close and fail with
+# no answer (seen in tests/reliability/test_fuzz.py). The server must be the one to close last.
+KEEP_ALIVE_SECONDS = 75
+
 
 def listening_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -47,6 +53,7 @@ def run(host: str, port: int) -> None:
         # every open dashboard: with 100 of them that alone tripled the feed's latency.
         # The frames are small HTML, sent at most twenty times a second.
         ws_per_message_deflate=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     uvicorn.Server(config).run(sockets=[listening_socket(host, port)])
 

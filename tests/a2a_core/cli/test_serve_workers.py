@@ -1,4 +1,5 @@
-"""`a2a serve --workers N`: every worker takes a share of one caller's pooled connections."""
+"""`a2a serve --workers N`: every worker takes a share of one caller's pooled connections, and
+keeps them open while the caller's client does."""
 
 from __future__ import annotations
 
@@ -47,7 +48,36 @@ def owner_counts(pids: list[int], inodes: set[str]) -> Counter[int]:
     return counts
 
 
-def test_one_callers_pooled_connections_are_spread_over_the_workers():
+def ask(connection: socket.socket, port: int) -> None:
+    connection.sendall(
+        f"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    )
+
+
+def answer(connection: socket.socket) -> bytes:
+    """One whole response read from `connection` (its head and its Content-Length of body);
+    what was read so far if the server closed the connection first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_one_callers_pooled_connections_are_spread_over_the_workers_and_outlast_idling():
     port = free_port()
     redis_url = settings.REDIS_URL or os.environ.get(
         "HUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"
@@ -73,16 +103,21 @@ def test_one_callers_pooled_connections_are_spread_over_the_workers():
         # A caller opening its pool in a burst, keeping every connection alive.
         for _ in range(16):
             connection = socket.create_connection(("127.0.0.1", port), timeout=10)
-            connection.sendall(
-                f"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
-            )
+            ask(connection, port)
             connections.append(connection)
         for connection in connections:
-            assert connection.recv(65536).startswith(b"HTTP/1.1 200")
+            assert answer(connection).startswith(b"HTTP/1.1 200")
 
         served = owner_counts(workers, sockets_on(port, ESTABLISHED))
         assert sum(served.values()) == 16
         assert set(served) == set(workers), f"connections per worker: {dict(served)}"
+
+        # Idle past the 5 s after which the a2a-sdk's client (httpx) gives a connection up:
+        # the hub has not closed any, so no call sent on one meets a close on the way.
+        time.sleep(6)
+        for connection in connections:
+            ask(connection, port)
+        assert [answer(connection)[:12] for connection in connections] == [b"HTTP/1.1 200"] * 16
     finally:
         for connection in connections:
             connection.close()
