@@ -21,7 +21,7 @@ import uvicorn
 # How long an idle connection stays open: longer than clients keep theirs. httpx, the
 # a2a-sdk's client, expires an idle connection after 5 s, as uvicorn closes one by default,
 # so a call sent on a connection idle for about 5 s could cross the hub's close and fail with
-# no answer (seen in tests/reliability/test_fuzz.py). The server must be the one to close last.
+# no answer. The server must be the one to close last.
 KEEP_ALIVE_SECONDS = 75
 
 
