@@ -420,6 +420,17 @@ def test_a_pair_needing_approval_is_held_however_long_its_agents_names_are():
     decision = decide(facts(caller, target), ctx(agents=agents), policy(**doc))
     assert decision.detail == f"matrix rule {caller} -> {target} needs approval"
     assert decision.approval.deadline_seconds is None  # as long as a question
+    assert (decision.approval.callers, decision.approval.timeout_outcome) == ([caller], "reject")
+
+
+def test_each_caller_held_by_a_wildcard_approve_rule_gets_a_rule_of_its_own():
+    agents = {slug: AgentState(slug, "online", False) for slug in ("alpha", "beta", "gamma")}
+    compiled = policy(matrix=[{"caller": "*", "target": "gamma", "action": "approve"}])
+    first = decide(facts("alpha", "gamma"), ctx(agents=agents), compiled)
+    second = decide(facts("beta", "gamma"), ctx(agents=agents), compiled)
+    assert (first.action, second.action) == ("hold", "hold")
+    assert first.approval.name == second.approval.name == "matrix rule * -> gamma needs approval"
+    assert (first.approval.callers, second.approval.callers) == (["alpha"], ["beta"])
 
 
 def test_a_stand_in_the_matrix_puts_under_approval_is_held_for_a_human():
