@@ -126,6 +126,8 @@ MESSAGE_COLUMNS = [
     "responded_at",
     "latency_ms",
     "late",
+    "digest",
+    "request_metadata",
     "created_at",
     "author_id",
     "redirected_to_id",
@@ -199,6 +201,8 @@ class Traffic:
             decision_detail="",
             delivery_state="delivered",
             late=False,
+            digest="",
+            request_metadata="{}",
         )
 
     def stamp(self, moment: datetime) -> Any:

@@ -6,19 +6,20 @@ One run: the echo agent, and two hub processes on the same fresh database (SQLit
 DATABASE_URL is set) — one with the policy on, one with HUB_POLICY_ENABLED=false. The active
 policy keeps every check (matrix, limits, hops, loops, breakers, approvals) but its limits are
 high enough that the load is never refused, so both hubs do the same work except judging.
-Runs alternate between the two; medians are reported. Target: the policy costs under 10%.
+Runs alternate between the two; medians are reported, with the CPU each hub used per call
+(a finer measure than calls/s, which the shared machine moves). Target: the policy costs
+under 10%.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import tempfile
 from pathlib import Path
 
-from load import Result, free_port, run_load, spawn, wait_for_port
-from throughput import line, prepare_hub
+from load import Result, free_port, spawn, wait_for_port
+from throughput import line, measured, prepare_hub
 
 POLICY = {
     "matrix": [
@@ -91,15 +92,11 @@ def main() -> None:
         for concurrency in args.concurrency:
             offs, ons = [], []
             for _ in range(args.rounds):
-                for port, results in ((off_port, offs), (on_port, ons)):
+                for port, proc, results in ((off_port, hub_off, offs), (on_port, hub_on, ons)):
                     url = f"http://127.0.0.1:{port}/a2a/echo/"
-                    results.append(
-                        asyncio.run(
-                            run_load(
-                                url, concurrency=concurrency, seconds=args.seconds, token=token
-                            )
-                        )
-                    )
+                    pids = {"hub": [proc.pid], "echo": [echo.pid]}
+                    load = {"concurrency": concurrency, "seconds": args.seconds, "token": token}
+                    results.append(measured(url, pids, **load))
             off, on = median(offs), median(ons)
             print(line("off", off) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in offs)})")
             print(line("on", on) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in ons)})")
@@ -108,6 +105,11 @@ def main() -> None:
                 f"         ratio on/off: throughput {on.rate / off.rate:.2f}x, "
                 f"p50 {on.pct(50) / off.pct(50):.2f}x -> the policy costs {cost:.1%} "
                 f"(target < 10%: {'met' if cost < 0.10 else 'NOT met'})"
+            )
+            on_cpu, off_cpu = on.cpu_ms_per_call("hub"), off.cpu_ms_per_call("hub")
+            print(
+                f"         the hub's CPU a call: {on_cpu:.2f} ms on, {off_cpu:.2f} ms off "
+                f"({on_cpu / off_cpu - 1:+.1%})"
             )
         print(
             "decisions recorded: "

@@ -1,0 +1,48 @@
+"""The benches that fill a database row by row still fill the hub's schema and print figures.
+
+They write their rows the way the hub records them, column by column, so a column the hub
+adds breaks them (a new NOT NULL column stopped `audit_page.py` and `export_memory.py`). Each
+runs here at a small size, on a throwaway SQLite database of its own, never the tests'.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+# audit_page.py exports the newest 10,000 delivered messages, so it needs about 13,000.
+SMALL = [
+    ("audit_page.py", ["--messages", "15000", "--agents", "10", "--runs", "1"], "first audit page"),
+    ("export_memory.py", ["--messages", "400", "--agents", "5"], "peak RSS"),
+    (
+        "escalation_page.py",
+        ["--pending", "40", "--decided", "10", "--agents", "5", "--runs", "1"],
+        "first render",
+    ),
+    ("discovery.py", ["--agents", "50", "--queries", "5"], "target: p99 under 20 ms"),
+    (
+        "decide.py",
+        ["--decisions", "6000", "--agents", "50", "--rules", "200"],
+        "target p99 < 50 us",
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "printed"), SMALL, ids=[s[0] for s in SMALL])
+def test_a_bench_runs_at_a_small_size_and_prints_its_figures(script, args, printed):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert printed in done.stdout, done.stdout[-3000:]
