@@ -2,7 +2,8 @@
 
 They write their rows the way the hub records them, column by column, so a column the hub
 adds breaks them (a new NOT NULL column stopped `audit_page.py` and `export_memory.py`). Each
-runs here at a small size, on a throwaway SQLite database of its own, never the tests'.
+runs here at a small size, on a throwaway SQLite database of its own, never the tests'; so
+does `decide.py`, which builds its policies the way an admin writes them.
 """
 
 from __future__ import annotations
