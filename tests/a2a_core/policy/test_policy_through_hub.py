@@ -266,6 +266,7 @@ async def test_a_held_message_waits_auth_required_and_nothing_reaches_the_agent(
     assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
     assert "held for approval" in task.status.message.parts[0].text
     assert (escalation.kind, escalation.status) == ("approval", "pending")
+    assert escalation.reason == "matrix rule alpha -> echo needs approval"
     assert scripted.state.messages == []
     [message] = await stored(task_id=task.id)
     assert (message.decision, message.decision_reason, message.delivery_state) == (
