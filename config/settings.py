@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -172,11 +173,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Channels: the event bus ------------------------------------------------------------------
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# Redis pub/sub channels are shared by every database of a server: hubs (or test runs) that
+# share a Redis server on different databases keep their events apart by this prefix.
+HUB_CHANNEL_PREFIX = os.environ.get("HUB_CHANNEL_PREFIX") or (
+    f"a2ahub{urlsplit(REDIS_URL).path.strip('/') or '0'}" if REDIS_URL else "a2ahub"
+)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": HUB_CHANNEL_PREFIX},
         }
     }
 else:

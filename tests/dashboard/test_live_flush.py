@@ -72,7 +72,7 @@ async def _traffic_listeners() -> int:
         return len(layer.groups.get("traffic", {}))
     client = redis.asyncio.from_url(settings.REDIS_URL)
     try:
-        ((_, count),) = await client.pubsub_numsub("asgi__group__traffic")
+        ((_, count),) = await client.pubsub_numsub(f"{settings.HUB_CHANNEL_PREFIX}__group__traffic")
         return int(count)
     finally:
         await client.aclose()
