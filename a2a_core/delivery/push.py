@@ -8,10 +8,11 @@ the push notification payload. Headers: `Content-Type: application/json`, the co
 makes it optional), `X-A2A-Notification-Token: <token>` as the spec says plus `X-A2A-Signature`
 (see `a2a_core.client.webhooks`), an HMAC of the body keyed by the token.
 
-Where a URL points is checked before each POST, on the addresses the host resolves to then,
-and the POST connects to a checked address (see `a2a_core.delivery.ssrf`); a host that does
-not resolve, or resolves to an address the hub may not POST to, is a failed attempt like any
-other, its reason kept on the config.
+Where a URL points is checked when the config is created (refused there, whatever the
+spelling of the address) and again before each POST, on the addresses the host resolves to
+then, and the POST connects to a checked address (see `a2a_core.delivery.ssrf`); a host that
+does not resolve, or resolves to an address the hub may not POST to, is a failed attempt like
+any other, its reason kept on the config.
 
 Delivery is at least once and in order per config: event n+1 is not sent before event n was
 accepted (2xx) or given up on. Failures are retried with exponential backoff; redirects are
@@ -41,7 +42,7 @@ from django.conf import settings
 
 from a2a_core.asyncdb import db
 from a2a_core.client.webhooks import HEADER, TOKEN_HEADER, sign
-from a2a_core.delivery.ssrf import UnsafeTarget, check_literal, resolve
+from a2a_core.delivery.ssrf import UnsafeTarget, check_new, resolve
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent, PushNotificationConfig, TaskEventKind
@@ -75,9 +76,10 @@ def _wire(row: PushNotificationConfig) -> TaskPushNotificationConfig:
 async def config_checked(
     request: TaskPushNotificationConfig, *, task_id: str | None = None
 ) -> service.PushConfigInput:
-    """Check a config's fields, and its URL's host when it is written as an address (raises
-    `ValidationFailed`). A host name is not resolved here: it is resolved and checked before
-    each POST, so one that does not resolve yet is accepted."""
+    """Check a config's fields, and where its URL points as a POST made now would (raises
+    `ValidationFailed`): the host is resolved with the resolver the sender uses, so every
+    spelling of a refused address is refused here. A host that does not resolve yet is
+    accepted; it is resolved and checked again before each POST."""
     auth = request.authentication
     config = service.push_config_check(
         task_id=task_id or request.task_id,
@@ -88,7 +90,7 @@ async def config_checked(
         auth_credentials=auth.credentials,
     )
     try:
-        check_literal(config.url)
+        await check_new(config.url, wait_seconds=settings.HUB_PUSH_TIMEOUT)
     except UnsafeTarget as exc:
         problem = FieldProblem("url", str(exc))
         raise ValidationFailed(f"push notification url refused: {problem}", [problem]) from None
@@ -264,9 +266,9 @@ class Pusher:
         timeout = settings.HUB_PUSH_TIMEOUT
         try:
             addresses = await resolve(batch.url, wait_seconds=timeout)
-        except UnsafeTarget as exc:
-            return Attempt(ok=False, error=str(exc))
-        url = httpx.URL(batch.url)
+            url = httpx.URL(batch.url)
+        except (UnsafeTarget, httpx.InvalidURL) as exc:  # InvalidURL: a config stored before
+            return Attempt(ok=False, error=str(exc))  # creation refused what httpx cannot send
         body = body_of(payload)
         headers = {"Host": url.netloc.decode("ascii"), "Content-Type": "application/json"}
         if batch.token:

@@ -9,19 +9,28 @@ stolen admin session cannot aim the hub at whatever else listens inside.
 
 The check that counts runs before every POST (`resolve`): the host is resolved once, every
 address it resolves to is checked, and the POST connects to one of those addresses, so a DNS
-answer cannot change between the check and the connection. When a config is created only a
-host written as an address is checked (`check_literal`): a name is not resolved then, since
-it may not resolve yet, or resolve elsewhere by the time anything is sent.
+answer cannot change between the check and the connection. When a config or a target is
+created, the same check runs on the same resolver (`check_new`, `check_new_blocking`), so
+every spelling of an address the resolver reads (`127.1`, `0x7f000001`, `2130706433`,
+`0177.0.0.1`, `[::ffff:127.0.0.1]`, `localhost.`, `LOCALHOST`, an IDN that maps to one of
+these) is refused there with the reason a POST would give, and so is a URL the HTTP client
+cannot send to. A host that does not resolve yet, or not within the wait, passes there: it is
+resolved again before each POST, since DNS can change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import socket
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import lru_cache
 from urllib.parse import urlsplit
 
+import httpx
 from django.conf import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -30,6 +39,11 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 class UnsafeTarget(Exception):
     """The URL's host is not one the hub may POST to; the message says why."""
+
+
+class DoesNotResolve(UnsafeTarget):
+    """The URL's host does not resolve (or not within the wait): refused when posting, let
+    through when a config is created (it may resolve by the time anything is sent)."""
 
 
 def _entries(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -96,42 +110,82 @@ def _host(url: str) -> str:
     return host
 
 
-def check_literal(url: str) -> None:
-    """Raise `UnsafeTarget` when `url`'s host is written as an address the hub may not POST
-    to. A host name passes without being resolved (`resolve` checks it before each POST)."""
-    host = _host(url)
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return
-    names, networks = allowed()
-    if host.lower() not in names:
-        _check_address(host, host, networks)
-
-
-async def resolve(url: str, *, wait_seconds: float, setting: str = PUSH) -> list[str]:
-    """The addresses `url`'s host resolves to now, all of them allowed by the allow-list
-    `setting`; raise `UnsafeTarget` naming the first that is not, or saying that the host does
-    not resolve."""
-    host = _host(url)
+def _port(url: str) -> int:
     parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        async with asyncio.timeout(wait_seconds):
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, type=socket.SOCK_STREAM
-            )
-    except TimeoutError:
-        raise UnsafeTarget(
-            f"webhook host {host} did not resolve within {wait_seconds:g}s"
-        ) from None
-    except OSError:
-        raise UnsafeTarget(f"webhook host {host} does not resolve") from None
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        port = parts.port
+    except ValueError:
+        raise UnsafeTarget("the URL's port is not a number from 0 to 65535") from None
+    return port or (443 if parts.scheme == "https" else 80)
+
+
+def _checked(host: str, addresses: list[str], setting: str) -> list[str]:
+    """`addresses` when each is allowed by the allow-list `setting`; else `UnsafeTarget`
+    naming the first that is not."""
     if not addresses:
-        raise UnsafeTarget(f"webhook host {host} does not resolve")
+        raise DoesNotResolve(f"webhook host {host} does not resolve")
     names, networks = allowed(setting)
     if host.lower() not in names:
         for text in addresses:
             _check_address(host, text, networks, setting)
     return addresses
+
+
+async def resolve(url: str, *, wait_seconds: float, setting: str = PUSH) -> list[str]:
+    """The addresses `url`'s host resolves to now, all of them allowed by the allow-list
+    `setting`; raise `UnsafeTarget` naming the first that is not, or `DoesNotResolve` saying
+    that the host does not resolve now."""
+    host = _host(url)
+    try:
+        async with asyncio.timeout(wait_seconds):
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, _port(url), type=socket.SOCK_STREAM
+            )
+    except TimeoutError:
+        raise DoesNotResolve(
+            f"webhook host {host} did not resolve within {wait_seconds:g}s"
+        ) from None
+    except UnicodeError:  # an IDNA label too long or empty: no resolver will ever look it up
+        raise UnsafeTarget(f"webhook host {host} is not a valid host name") from None
+    except OSError:
+        raise DoesNotResolve(f"webhook host {host} does not resolve") from None
+    return _checked(host, list(dict.fromkeys(str(info[4][0]) for info in infos)), setting)
+
+
+def _sendable(url: str) -> None:
+    """Refuse a URL the HTTP client the hub POSTs with cannot send to (it reads fewer
+    spellings than the resolver: `0177.0.0.1`, a full-width IDN)."""
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise UnsafeTarget(f"the hub cannot send to this URL: {exc}") from None
+
+
+async def check_new(url: str, *, wait_seconds: float, setting: str = PUSH) -> None:
+    """For a webhook being created: raise `UnsafeTarget` when a POST made now would be
+    refused (`resolve`), or the URL cannot be sent to at all. A host that does not resolve,
+    or not within `wait_seconds`, passes: it is resolved again before each POST."""
+    with contextlib.suppress(DoesNotResolve):
+        await resolve(url, wait_seconds=wait_seconds, setting=setting)
+    _sendable(url)
+
+
+def check_new_blocking(url: str, *, wait_seconds: float, setting: str = PUSH) -> None:
+    """`check_new` from sync code (an admin adding a notification target): the lookup runs on
+    a thread of its own, and this waits for it at most `wait_seconds`, then lets the host
+    through like one that did not resolve."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            asyncio.run(check_new(url, wait_seconds=wait_seconds, setting=setting))
+        except BaseException as exc:  # handed to the waiting caller
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=run, name="webhook-check", daemon=True).start()
+    try:
+        done.result(timeout=wait_seconds + 1)
+    except FutureTimeout:
+        _sendable(url)

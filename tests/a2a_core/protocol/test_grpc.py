@@ -22,9 +22,10 @@ from a2a.types.a2a_pb2 import (
     GetTaskRequest,
     ListTasksRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from a2a.utils.grpc_status import status_from_call
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
@@ -32,7 +33,7 @@ from google.rpc import error_details_pb2
 from a2a_core import events
 from a2a_core.asyncdb import db
 from a2a_core.models import Artifact as ArtifactRow
-from a2a_core.models import Message, TaskEvent
+from a2a_core.models import Message, PushNotificationConfig, TaskEvent
 from a2a_core.protocol import grpc_binding
 from a2a_core.services.identity import issuer_trust
 from a2a_core.services.policy import policy_publish
@@ -474,3 +475,27 @@ async def test_a_jwt_signs_in_over_grpc_and_a_refused_one_says_why(
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert _error_info(refused.value)["metadata"] == {"jwt": "expired"}
     assert (refused.value.details() or "").startswith("the token expired at ")
+
+
+@pytest.mark.parametrize("spelling", ["127.1", "0x7f000001", "2130706433", "localhost."])
+async def test_a_push_config_to_another_spelling_of_loopback_is_refused_over_grpc(
+    grpc_hub, grpc_sdk, settings, spelling
+):
+    settings.HUB_PUSH_ALLOWED_HOSTS = []
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    client = await grpc_sdk("echo", token)
+    task = await send(client, request("echo hi"))
+
+    with pytest.raises(InvalidParamsError) as refused:
+        await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task.id, url=f"http://{spelling}:8080/hook")
+        )
+
+    host = spelling.rstrip(".")
+    assert refused.value.message == (
+        f"push notification url refused: url: {host} resolves to 127.0.0.1, which is a loopback "
+        "address; the hub only POSTs to public addresses "
+        "(an operator can allow it with HUB_PUSH_ALLOWED_HOSTS)"
+    )
+    assert not await db(lambda: PushNotificationConfig.objects.exists())

@@ -89,3 +89,34 @@ def summary(event: dict[str, Any]) -> tuple[str, str]:
         return "status", event["statusUpdate"]["status"]["state"]
     update = event["artifactUpdate"]
     return "artifact", "".join(p.get("text", "") for p in update["artifact"]["parts"])
+
+
+# Every spelling the resolver reads as a loopback, private or link-local address, with the
+# address it stands for: refused when the config is created, as a POST would be.
+SPELLINGS = {
+    "127.1": "127.0.0.1",
+    "0x7f000001": "127.0.0.1",
+    "2130706433": "127.0.0.1",
+    "0177.0.0.1": "127.0.0.1",
+    "0x7f.1": "127.0.0.1",
+    "localhost.": "127.0.0.1",
+    "LOCALHOST": "127.0.0.1",
+    "LocalHost..": "127.0.0.1",
+    "\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54": "127.0.0.1",  # full-width
+    "\u2460\u2461\u2466.0.0.1": "127.0.0.1",  # circled digits: IDNA maps them to 127
+    "0": "0.0.0.0",
+    "10.1": "10.0.0.1",
+    "0xa9fea9fe": "169.254.169.254",
+    "2852039166": "169.254.169.254",
+}
+KINDS = {"127": "loopback", "0.0": "unspecified", "10.": "private", "169": "link-local"}
+
+
+def refusal(spelling: str, address: str, setting: str = "HUB_PUSH_ALLOWED_HOSTS") -> str:
+    """What refusing a webhook at `spelling` says (`address`: what it stands for)."""
+    host = spelling.lower().rstrip(".")
+    kind = next(kind for start, kind in KINDS.items() if address.startswith(start))
+    return (
+        f"{host} resolves to {address}, which is a {kind} address; the hub only POSTs to "
+        f"public addresses (an operator can allow it with {setting})"
+    )

@@ -1,8 +1,12 @@
 """Push notification configs as the A2A spec has them: the token is optional and, when set,
-arrives as `X-A2A-Notification-Token`; a webhook's host is resolved when a POST is made, not
-when the config is created, and the POST goes to an address checked then."""
+arrives as `X-A2A-Notification-Token`; a webhook's host is resolved when the config is created
+(every spelling of a refused address refused there) and again when a POST is made, and the
+POST goes to an address checked then."""
 
 from __future__ import annotations
+
+import json
+import re
 
 import pytest
 from a2a.types.a2a_pb2 import (
@@ -13,14 +17,15 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError
 
 from a2a_core.client.webhooks import verify
-from tests.a2a_core.protocol.helpers import eventually, request, send
-from tests.a2a_core.push.conftest import TOKEN, summary
+from tests.a2a_core.protocol.helpers import BINDINGS, eventually, request, send
+from tests.a2a_core.push.conftest import SPELLINGS, TOKEN, refusal, summary
 from tests.a2a_core.push.test_push_through_hub import (
     ECHO,
     push_config,
     received_until_completed,
     stored_configs,
 )
+from tests.peers import PeerProcess, peer
 
 pytestmark = pytest.mark.live
 
@@ -144,33 +149,42 @@ async def test_a_host_that_does_not_resolve_is_accepted_and_its_posts_fail_sayin
     assert fetched.url == UNRESOLVABLE
 
 
-async def test_a_name_is_resolved_when_posting_and_loopback_is_refused_until_allow_listed(
+async def test_a_name_allowed_when_created_is_checked_again_before_each_post(
     hub, sdk, webhook, settings
 ):
-    settings.HUB_PUSH_ALLOWED_HOSTS = []
+    """DNS can change after a config is created, so the check before each POST stays: here
+    the allow-list changes instead, between a first POST (answered 500) and its retry."""
+    settings.HUB_PUSH_ALLOWED_HOSTS = ["localhost"]
     settings.HUB_PUSH_RETRY_SECONDS = 0.05
-    settings.HUB_PUSH_MAX_ATTEMPTS = 100  # still retrying when it is allowed
+    settings.HUB_PUSH_MAX_ATTEMPTS = 100  # still retrying when it is allowed again
     await hub.endpoint_agent("echo")
     _, token = await hub.caller("alpha")
     client = await sdk("echo", token)
-    hook = webhook()
+    hook = webhook(statuses=[500])
     by_name = hook.url.replace("127.0.0.1", "localhost")
     task = await send(client, request("echo hi"))
 
     await client.create_task_push_notification_config(push_config(task.id, by_name))
 
+    async def first_post():
+        return hook.received
+
+    await eventually(first_post)
+    settings.HUB_PUSH_ALLOWED_HOSTS = []
+
     async def refused():
         configs = await stored_configs()
-        return configs if configs[0].last_error else None
+        return configs if "loopback" in configs[0].last_error else None
 
     [config] = await eventually(refused)
-    assert config.last_error == (
-        "event 1, attempt 1: localhost resolves to 127.0.0.1, which is a loopback address; "
-        "the hub only POSTs to public addresses "
-        "(an operator can allow it with HUB_PUSH_ALLOWED_HOSTS)"
-    )
+    assert re.fullmatch(
+        r"event 1, attempt \d+: localhost resolves to (127\.0\.0\.1|::1), which is a loopback "
+        r"address; the hub only POSTs to public addresses "
+        r"\(an operator can allow it with HUB_PUSH_ALLOWED_HOSTS\)",
+        config.last_error,
+    ), config.last_error
     assert config.last_status is None
-    assert hook.received == []
+    assert [r.answered for r in hook.received] == [500]
 
     settings.HUB_PUSH_ALLOWED_HOSTS = ["localhost"]
     received = await received_until_completed(hook)
@@ -201,3 +215,78 @@ async def test_a_loopback_address_is_refused_when_created_unless_allow_listed(
 
     received = await received_until_completed(hook)
     assert [summary(r.event) for r in received] == ECHO
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_every_spelling_of_an_internal_address_is_refused_when_the_config_is_created(
+    hub, sdk, webhook, settings, binding
+):
+    settings.HUB_PUSH_ALLOWED_HOSTS = []
+    await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+    client = await sdk("echo", token, binding=binding)
+    hook = webhook()
+    port = int(hook.url.split(":")[2].split("/")[0])
+    task = await send(client, request("echo hi"))
+
+    refused = {}
+    for spelling in SPELLINGS:
+        url = f"http://{spelling}:{port}/hook"
+        with pytest.raises(InvalidParamsError) as created:
+            await client.create_task_push_notification_config(push_config(task.id, url))
+        with pytest.raises(InvalidParamsError) as inline:
+            await send(client, with_push("echo hi", TaskPushNotificationConfig(url=url)))
+        refused[spelling] = [
+            (problem["field"], problem["message"])
+            for error in (created, inline)
+            for problem in error.value.data["errors"]
+        ]
+
+    assert refused == {
+        spelling: [("url", refusal(spelling, address))] * 2
+        for spelling, address in SPELLINGS.items()
+    }
+    assert await stored_configs() == []
+    assert hook.received == []
+
+
+async def test_the_a2a_0_3_set_method_refuses_those_spellings_too(hub, sdk, settings):
+    """tasks/pushNotificationConfig/set, from the a2a-sdk 0.3 client in a process of its own."""
+    settings.HUB_PUSH_ALLOWED_HOSTS = []
+    await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+    task = await send(await sdk("echo", token), request("echo hi"))
+    urls = [f"http://{spelling}:8080/hook" for spelling in SPELLINGS]
+
+    out = PeerProcess(
+        peer("sdk03"), "sdk03_push_config.py", hub.url, "echo", token, task.id, *urls
+    ).run()
+
+    answers = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [a["url"] for a in answers] == urls
+    for answer, (spelling, address) in zip(answers, SPELLINGS.items(), strict=True):
+        assert answer["code"] == -32602, answer
+        assert answer["data"]["errors"] == [
+            {"field": "url", "message": refusal(spelling, address)}
+        ], answer
+    assert await stored_configs() == []
+
+
+async def test_a_name_the_resolver_cannot_encode_is_refused_when_created(hub, sdk, settings):
+    """A label past 63 characters: no resolver will ever look it up, and the sender would
+    have failed on it at every attempt."""
+    await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+    client = await sdk("echo", token)
+    task = await send(client, request("echo hi"))
+    host = "a" * 64 + ".example.com"
+
+    with pytest.raises(InvalidParamsError) as refused:
+        await client.create_task_push_notification_config(
+            push_config(task.id, f"https://{host}/hook")
+        )
+
+    assert refused.value.data["errors"] == [
+        {"field": "url", "message": f"webhook host {host} is not a valid host name"}
+    ]
+    assert await stored_configs() == []
