@@ -1,11 +1,14 @@
 """Notification targets (who is told when an escalation waits) and the notifications queued
 for them. Sending is a server process's background job (see a2a_core/delivery/notify.py):
-queueing is a row insert, so telling people never slows routing down."""
+queueing is a row insert, so telling people never slows routing down. A webhook target's
+address gets the sender's own check when it is added (`a2a_core.delivery.ssrf`, the one
+module of `delivery` this imports: it holds no state and imports no service)."""
 
 from __future__ import annotations
 
 import secrets
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -14,6 +17,7 @@ from django.core.validators import EmailValidator, URLValidator
 from django.db import transaction
 from django.utils import timezone
 
+from a2a_core.delivery.ssrf import NOTIFY, UnsafeTarget, check_new_blocking
 from a2a_core.errors import FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import (
     Escalation,
@@ -27,7 +31,25 @@ from a2a_core.models import (
 from a2a_core.services.audit import audit_record
 
 
-@transaction.atomic
+def _webhook_address(address: str) -> None:
+    """Refuse a webhook URL the notifier would not POST to now (see a2a_core.delivery.ssrf):
+    its host resolved as the notifier resolves it, every spelling of a loopback or private
+    address refused unless HUB_NOTIFY_ALLOWED_HOSTS lists it. The lookup waits at most
+    HUB_NOTIFY_TIMEOUT; a host that does not resolve yet passes (sending checks again)."""
+    try:
+        parts = urlsplit(address)
+    except ValueError:  # an unclosed IPv6 literal: not a URL, the validator says so
+        return
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    try:
+        check_new_blocking(address, wait_seconds=settings.HUB_NOTIFY_TIMEOUT, setting=NOTIFY)
+    except UnsafeTarget as exc:
+        raise ValidationFailed(
+            "webhook address refused", [FieldProblem("address", str(exc))]
+        ) from None
+
+
 def notify_target_add(
     *,
     kind: str,
@@ -37,9 +59,14 @@ def notify_target_add(
     actor_label: str = "",
 ) -> NotificationTarget:
     """Add a webhook (`format` slack or json; json ones get a generated HMAC secret) or an
-    email address to tell about escalations. Raises ValidationFailed naming the field."""
+    email address to tell about escalations. Raises ValidationFailed naming the field; a
+    webhook the notifier would refuse to POST to is refused here, with the same reason (its
+    host is looked up first, outside the transaction)."""
     address = address.strip()
+    if len(address) > 2000:
+        raise ValidationFailed("too long", [FieldProblem("address", "2000 characters at most")])
     if kind == TargetKind.WEBHOOK:
+        _webhook_address(address)
         try:
             URLValidator(schemes=["http", "https"])(address)
         except ValidationError:
@@ -62,8 +89,15 @@ def notify_target_add(
         format = ""
     else:
         raise ValidationFailed("unknown kind", [FieldProblem("kind", "use webhook or email")])
-    if len(address) > 2000:
-        raise ValidationFailed("too long", [FieldProblem("address", "2000 characters at most")])
+    return _target_create(
+        kind=kind, address=address, format=format, actor=actor, actor_label=actor_label
+    )
+
+
+@transaction.atomic
+def _target_create(
+    *, kind: str, address: str, format: str, actor: User | None, actor_label: str
+) -> NotificationTarget:
     who = actor.get_username() if actor is not None else actor_label or "the hub"
     target = NotificationTarget.objects.create(
         kind=kind,

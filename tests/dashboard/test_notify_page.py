@@ -47,3 +47,18 @@ def test_removing_a_target_stops_telling_it(as_role):
 
 def test_operators_may_not_see_the_targets(as_role):
     assert as_role("operator").get("/escalations/notify/").status_code == 403
+
+
+def test_a_webhook_at_another_spelling_of_loopback_is_refused_beside_the_form(as_role, settings):
+    settings.HUB_NOTIFY_ALLOWED_HOSTS = []
+    html = post(
+        as_role("admin"),
+        "/escalations/notify/add/",
+        {"kind": "webhook", "address": "http://0x7f000001:8080/hook", "format": "slack"},
+    )
+    assert "webhook address refused" in html
+    assert (
+        "address: 0x7f000001 resolves to 127.0.0.1, which is a loopback address; the hub only "
+        "POSTs to public addresses (an operator can allow it with HUB_NOTIFY_ALLOWED_HOSTS)"
+    ) in html
+    assert not NotificationTarget.objects.exists()

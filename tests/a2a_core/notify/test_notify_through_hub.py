@@ -1,12 +1,16 @@
 """People told when an escalation waits: a message held by the live hub reaches a real local
 webhook receiver (Slack format, and signed JSON) and a real local SMTP server, each with a
-link to it; a failing target is retried with backoff, and what failed shows on its page."""
+link to it, the agent's words escaped for each; a failing target is retried with backoff, and
+what failed shows on its page; a slow target delays nobody else; a webhook the hub would not
+POST to is refused when it is added, and checked again before each POST."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from email import message_from_bytes
 from typing import Any
@@ -25,7 +29,7 @@ from a2a_core.services.policy import policy_publish
 from a2a_core.services.users import user_create
 from tests.a2a_core.cli.helpers import a2a
 from tests.a2a_core.protocol.helpers import eventually, request, send
-from tests.a2a_core.push.conftest import Webhook
+from tests.a2a_core.push.conftest import SPELLINGS, Webhook, refusal
 from tests.servers import free_port
 
 pytestmark = pytest.mark.live
@@ -81,7 +85,8 @@ def quick(settings, hub) -> Any:
     return settings
 
 
-async def hold_one(hub: Any, sdk: Any, text: str) -> Escalation:
+async def holding(hub: Any, sdk: Any) -> Any:
+    """An SDK client of the agent `alpha`, whose messages to `echo` are held for approval."""
     await db(
         policy_publish,
         document={"matrix": [{"caller": "alpha", "target": "echo", "action": "approve"}]},
@@ -90,9 +95,17 @@ async def hold_one(hub: Any, sdk: Any, text: str) -> Escalation:
     )
     await hub.endpoint_agent("echo")
     _, token = await hub.caller("alpha")
-    task = await send(await sdk("echo", token), request(text))
+    return await sdk("echo", token)
+
+
+async def hold(client: Any, text: str) -> Escalation:
+    task = await send(client, request(text))
     assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
     return await db(lambda: Escalation.objects.get(task_id=task.id))
+
+
+async def hold_one(hub: Any, sdk: Any, text: str) -> Escalation:
+    return await hold(await holding(hub, sdk), text)
 
 
 async def test_a_held_message_produces_a_slack_post_and_an_email_each_with_the_link(
@@ -155,12 +168,38 @@ def admin_page() -> str:
     return client.get("/escalations/notify/").content.decode()
 
 
-async def test_a_loopback_target_is_refused_at_send_time_unless_allow_listed(
+@pytest.mark.django_db
+def test_every_spelling_of_an_internal_webhook_is_refused_when_it_is_added(settings):
+    settings.HUB_NOTIFY_ALLOWED_HOSTS = []
+    refused = {}
+    for spelling in [*SPELLINGS, "[::1]", "[::ffff:127.0.0.1]"]:
+        with pytest.raises(CommandError) as error:
+            a2a("notify", "add", "webhook", f"http://{spelling}:8080/hook")
+        refused[spelling] = str(error.value)
+
+    expected = {
+        spelling: "webhook address refused; address: "
+        + refusal(spelling, address, "HUB_NOTIFY_ALLOWED_HOSTS")
+        for spelling, address in SPELLINGS.items()
+    }
+    for literal in ("::1", "::ffff:127.0.0.1"):
+        expected[f"[{literal}]"] = (
+            f"webhook address refused; address: {literal} is a loopback address; the hub only "
+            "POSTs to public addresses (an operator can allow it with HUB_NOTIFY_ALLOWED_HOSTS)"
+        )
+    assert refused == expected
+    assert not NotificationTarget.objects.exists()
+
+
+async def test_a_target_allowed_when_added_is_checked_again_before_each_post(
     hub, sdk, webhook, quick
 ):
-    quick.HUB_NOTIFY_ALLOWED_HOSTS = []
+    """DNS can change after a target is added, so the check before each POST stays; here the
+    allow-list changes instead."""
+    quick.HUB_NOTIFY_ALLOWED_HOSTS = ["127.0.0.0/8"]
     inside = webhook()
-    await db(a2a, "notify", "add", "webhook", inside.url)  # admins may add it: sending checks
+    await db(a2a, "notify", "add", "webhook", inside.url)
+    quick.HUB_NOTIFY_ALLOWED_HOSTS = []
     await hold_one(hub, sdk, "open the firewall")
 
     async def refused() -> NotificationTarget | None:
@@ -180,6 +219,99 @@ async def test_a_loopback_target_is_refused_at_send_time_unless_allow_listed(
     quick.HUB_NOTIFY_ALLOWED_HOSTS = ["127.0.0.0/8"]
     await db(a2a, "notify", "test", str(target.pk))
     assert len(inside.accepted) == 1
+
+
+# An agent's words, written to abuse Slack's markup: mentions of everyone, a user, a channel,
+# a link dressed as something else, formatting, a backtick to end a code span, line breaks and
+# a right-to-left override.
+ABUSIVE = (
+    "Approve <!channel> <!here> <@U024BE7LH> <#C024BE7LR|general> "
+    "<https://evil.example/approve|Approve here> & *now* `x`\nBcc: evil@example.com\u202e"
+)
+
+
+async def test_agent_text_reaches_slack_escaped_with_the_hubs_link_the_only_link(
+    hub, sdk, webhook, smtp, quick
+):
+    slack = webhook()
+    await db(a2a, "notify", "add", "webhook", slack.url)
+    await db(a2a, "notify", "add", "email", "ops@example.com")
+    escalation = await hold_one(hub, sdk, ABUSIVE)
+
+    async def posted() -> list[Any]:
+        return slack.accepted
+
+    [post] = await eventually(posted)
+    deadline = escalation.deadline.strftime("%Y-%m-%d %H:%M UTC")
+    link = f"{hub.url}/escalations/#escalation-{escalation.pk}"
+    assert json.loads(post.body) == {
+        "text": "A2A Hub: normal held message from alpha arrived: "
+        "`Approve &lt;!channel&gt; &lt;!here&gt; &lt;@U024BE7LH&gt; &lt;#C024BE7LR|general&gt; "
+        "&lt;https://evil.example/approve|Approve here&gt; &amp; *now* 'x' "
+        f"Bcc: evil@example.com` (deadline {deadline}) <{link}|open it>"
+    }
+
+    async def mailed() -> list[Any]:
+        return smtp.messages
+
+    [mail] = await eventually(mailed)
+    assert mail["Subject"] == "A2A Hub: normal held message from alpha arrived"
+    assert mail["Bcc"] is None and mail.get_content_type() == "text/plain"
+    assert (
+        "Approve <!channel> <!here> <@U024BE7LH> <#C024BE7LR|general> "
+        "<https://evil.example/approve|Approve here> & *now* `x` Bcc: evil@example.com "
+        f"(deadline {deadline})"
+    ) in mail.get_payload(decode=True).decode()
+
+
+# How long the slow receiver takes to answer each POST.
+SLOW = 8.0
+
+
+class SlowWebhook(Webhook):
+    """A receiver that answers each POST only after SLOW seconds (at once once released)."""
+
+    def __post_init__(self) -> None:
+        self.released = threading.Event()
+        self.started = 0
+        super().__post_init__()
+
+    async def _hook(self, request: Any) -> Any:
+        self.started += 1
+        await asyncio.to_thread(self.released.wait, SLOW)
+        return await super()._hook(request)
+
+    def stop(self) -> None:
+        self.released.set()
+        super().stop()
+
+
+async def test_a_slow_target_delays_no_other_targets_notifications(hub, sdk, webhook, quick):
+    quick.HUB_NOTIFY_TIMEOUT = 30  # the slow one is slow, not failing
+    slow = SlowWebhook()
+    try:
+        fast = webhook()
+        await db(a2a, "notify", "add", "webhook", slow.url)
+        await db(a2a, "notify", "add", "webhook", fast.url)
+        alpha = await holding(hub, sdk)
+        await hold(alpha, "first: rotate the keys")
+
+        async def both_reached() -> bool:
+            return len(fast.accepted) == 1 and slow.started == 1
+
+        await eventually(both_reached)
+        await hold(alpha, "second: rotate them again")
+
+        async def fast_told_again() -> list[Any]:
+            return fast.accepted if len(fast.accepted) == 2 else []
+
+        # The slow receiver is still holding its first POST: the fast one is told anyway,
+        # well within a quarter of that receiver's delay.
+        [_, second] = await eventually(fast_told_again, within=SLOW / 4)
+        assert "second: rotate them again" in json.loads(second.body)["text"]
+        assert slow.accepted == []
+    finally:
+        slow.stop()
 
 
 async def test_a_failing_target_is_retried_and_what_failed_is_reported(
