@@ -14,12 +14,28 @@ def _user(request: HttpRequest) -> User | None:
     return request.user if isinstance(request.user, User) else None
 
 
+# A card, and what is read from it, changes only through registration (`a2a register`),
+# which checks it (its signatures included): the admin shows it and cannot add or edit one.
+CARD_FIELDS = [
+    "name",
+    "description",
+    "card",
+    "card_version",
+    "card_digest",
+    "endpoint_url",
+    "endpoint_binding",
+]
+
+
 @admin.register(models.Agent)
 class AgentAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "status", "delivery_mode", "card_version", "last_seen_at"]
     list_filter = ["status", "delivery_mode"]
     search_fields = ["slug", "name", "description"]
-    readonly_fields = ["token_hash", "token_prefix", "token_issued_at", "card_digest"]
+    readonly_fields = ["token_hash", "token_prefix", "token_issued_at", *CARD_FIELDS]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
     # Deleting goes through the service, which ends the agent's open inbox sessions.
     def delete_model(self, request: HttpRequest, obj: models.Agent) -> None:
@@ -35,6 +51,12 @@ class AgentAdmin(admin.ModelAdmin):
 class AgentCardVersionAdmin(admin.ModelAdmin):
     list_display = ["agent", "version", "registered_at"]
     list_select_related = ["agent"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 @admin.register(models.Skill)

@@ -269,9 +269,16 @@ def _card_signing_key() -> str:
 # Every card the hub serves carries a JWS made with this key; /.well-known/jwks.json
 # publishes its public half.
 HUB_CARD_SIGNING_KEY = _card_signing_key()
-# JWKS URLs whose keys may have signed the cards agents register, besides the JWKS a
-# signature names in its `jku`; a signed card none of whose signatures verifies is refused.
+# The pinned card signers: JWKS URLs whose keys, and only theirs, may verify the cards agents
+# register (a signature's own `jku` is then never fetched). A signed card none of whose
+# signatures verifies with a trusted key is refused.
 HUB_CARD_SIGNER_JWKS = env_list("HUB_CARD_SIGNER_JWKS", "")
+# With no signer pinned: follow a signature's own `jku` (https only). Off: a key found there
+# shows only that whoever wrote the card also signed it.
+HUB_CARD_SIGNER_FOLLOW_JKU = env_bool("HUB_CARD_SIGNER_FOLLOW_JKU", False)
+# Register a signed card none of whose signatures could be checked (no trusted key found),
+# saying so; a signature that does not verify, or cannot be read, is refused all the same.
+HUB_CARD_ALLOW_UNVERIFIED = env_bool("HUB_CARD_ALLOW_UNVERIFIED", False)
 # How long the hub waits for an identity provider's or a card signer's JWKS.
 HUB_JWKS_TIMEOUT = env_float("HUB_JWKS_TIMEOUT", 5.0)
 # How long fetched JWKS keys are used before they are fetched again (an unknown `kid` fetches

@@ -26,6 +26,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from pydantic import ValidationError
 
 from a2a_core.errors import FieldProblem, ValidationFailed, field_problems
+from a2a_core.schemas.a2a import holds_lone_surrogate
 
 SUPPORTED_BINDINGS = (
     TransportProtocol.JSONRPC.value,
@@ -196,6 +197,11 @@ def check_card(data: Any, *, needs_endpoint: bool) -> CheckedCard:
         raise ValidationFailed(
             "an agent card must be a JSON object",
             [FieldProblem("", f"expected an object, got {type(data).__name__}")],
+        )
+    if holds_lone_surrogate(data):  # protobuf's parser fails on one with a SystemError
+        raise ValidationFailed(
+            "an agent card must be Unicode text",
+            [FieldProblem("", "it holds a lone UTF-16 surrogate (an escape such as \\ud800)")],
         )
     converted_from = None
     if "url" in data and "supportedInterfaces" not in data:

@@ -5,6 +5,7 @@ uniform noise. Every generator takes the `random.Random` to draw from, so a seed
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from typing import Any
@@ -205,3 +206,89 @@ def poll_body(rng: random.Random) -> bytes:
             frames = [{"type": "ping"}] * 101
         return json.dumps({"frames": frames}).encode()
     return junk_body(rng, {"frames": junk_value(rng)})
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def junk_header(rng: random.Random, kid: str, jku: str) -> Any:
+    """A JWS protected header with the right names and often the wrong types or values."""
+    if rng.random() < 0.1:
+        return junk_value(rng)
+    header: dict[str, Any] = {
+        "alg": rng.choice(["ES256", "ES256", "RS256", "none", "HS256", "", None, 5, ["ES256"], {}]),
+        "kid": rng.choice([kid, kid, "unknown", "", None, 7, [kid], {"kid": kid}, "k" * 5000]),
+        "jku": rng.choice(
+            [
+                jku,
+                jku,
+                "https://127.0.0.1:9/jwks.json",
+                "file:///etc/passwd",
+                "http://[::1",
+                "",
+                None,
+                3,
+                [jku],
+                {"url": jku},
+            ]
+        ),
+    }
+    for name in rng.sample(["typ", "crit", "b64", "x5u", "jwk"], rng.randrange(0, 3)):
+        header[name] = junk_value(rng)
+    for name in [n for n in list(header) if rng.random() < 0.15]:
+        del header[name]
+    return header
+
+
+def junk_jws(rng: random.Random, real: dict[str, str], kid: str, jku: str) -> dict[str, str]:
+    """A signature object of the right shape (two strings) holding a junk JWS: the real one
+    with a character changed, or a signature over a junk header, or not base64url at all."""
+    if rng.random() < 0.3:
+        changed = dict(real)
+        part = rng.choice(["protected", "signature"])
+        at = rng.randrange(len(changed[part]))
+        changed[part] = changed[part][:at] + rng.choice("A_-z0.=") + changed[part][at + 1 :]
+        return changed
+    header = json.dumps(junk_header(rng, kid, jku)).encode()
+    encoded = rng.choice(
+        [header, header, header, b"[" * 3000 + b"]" * 3000, b"1" * 5000, bytes(range(20))]
+    )
+    return {
+        "protected": rng.choice([_b64(encoded), _b64(encoded), "%%%", "a.b"]),
+        "signature": rng.choice([real["signature"], _b64(b"x" * 64), "***"]),
+    }
+
+
+def wrong_types(rng: random.Random, real: dict[str, str]) -> Any:
+    """A signature that is not an object, or an object with wrong types in it."""
+    if rng.random() < 0.3:
+        return junk_value(rng)
+    item: dict[str, Any] = {
+        "protected": rng.choice([real["protected"], junk_value(rng)]),
+        "signature": rng.choice([real["signature"], junk_value(rng), None]),
+    }
+    if rng.random() < 0.3:
+        item["header"] = junk_value(rng)
+    if rng.random() < 0.2:
+        item[rng.choice(FIELDS)] = junk_value(rng)
+    return item
+
+
+def junk_signatures(rng: random.Random, real: dict[str, str], kid: str, jku: str) -> Any:
+    """A card's `signatures`: not a list; more than the hub checks; signatures with wrong
+    types in them; or well-typed signatures holding junk JWS (the real one among them
+    sometimes)."""
+    roll = rng.random()
+    if roll < 0.05:
+        return junk_value(rng)
+    if roll < 0.08:
+        return [real] * 20
+    count = rng.randrange(1, 4)
+    if roll < 0.4:
+        items: list[Any] = [wrong_types(rng, real) for _ in range(count)]
+    else:
+        items = [junk_jws(rng, real, kid, jku) for _ in range(count)]
+    if rng.random() < 0.15:
+        items.insert(rng.randrange(len(items) + 1), real)
+    return items
