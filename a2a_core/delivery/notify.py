@@ -274,7 +274,15 @@ class Notifier:
         self.sending.pop(target_id, None)
 
     async def _send_all(self, notes: list[Notification]) -> None:
-        await asyncio.gather(*(self._send(note) for note in notes))
+        """Send one target's notifications; one whose outcome could not be recorded (the
+        database failed) is tried again when its claim runs out."""
+        sent = await asyncio.gather(*(self._send(note) for note in notes), return_exceptions=True)
+        failed = [outcome for outcome in sent if isinstance(outcome, Exception)]
+        if failed:
+            log.warning(
+                "notification outcome not recorded",
+                extra={"notify_target": notes[0].target_id, "error": repr(failed[0])[:300]},
+            )
 
     async def _send(self, note: Notification) -> None:
         target = note.target
