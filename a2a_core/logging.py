@@ -8,6 +8,7 @@ import contextvars
 import json
 import logging
 import threading
+import time
 from datetime import UTC, datetime
 
 trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="")
@@ -60,15 +61,58 @@ def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(f"a2a_hub.{name}")
 
 
+class Budget:
+    """At most `burst` records a `window` of seconds for each kind of record (thread-safe).
+
+    `take(kind, now)` is None when the kind is over its budget (the record is dropped and
+    counted), else how many were dropped since the last one let through, for that one to say.
+    """
+
+    def __init__(self, burst: int = 10, window: float = 60.0) -> None:
+        self.burst = burst
+        self.window = window
+        self._lock = threading.Lock()
+        # kind -> [window start, records let through, records dropped]
+        self._seen: dict[str, list[float]] = {}
+
+    def take(self, kind: str, now: float) -> int | None:
+        with self._lock:
+            start, passed, dropped = self._seen.get(kind, [now, 0, 0])
+            if now - start >= self.window:
+                start, passed = now, 0
+            if passed >= self.burst:
+                self._seen[kind] = [start, passed, dropped + 1]
+                return None
+            self._seen[kind] = [start, passed + 1, 0]
+        return int(dropped)
+
+
+_warnings = Budget()
+
+
+def warn_limited(logger: logging.Logger, kind: str, message: str, **extra: object) -> None:
+    """Log `message` at WARNING, at most ten times a minute for each `kind` (what a caller or
+    another party got wrong, which nobody at the hub can fix: logging each would flood the
+    log); the next line let through says how many were not logged."""
+    dropped = _warnings.take(kind, time.time())
+    if dropped is None:
+        return
+    if dropped:
+        message = f"{message} ({dropped} more like it were not logged)"
+    logger.warning(message, extra=extra)
+
+
 class CallerMistakes(logging.Filter):
-    """For the a2a-sdk's request loggers: what a caller got wrong is logged at WARNING,
-    without a traceback, and at most `burst` times a minute per kind of mistake.
+    """For the a2a-sdk's request loggers and Django's refusals of a Host header: what a caller
+    got wrong is logged at WARNING, without a traceback, and at most `burst` times a minute per
+    kind of mistake.
 
     The SDK logs a JSON-RPC body it cannot read with `logger.exception` (ERROR and a
     traceback), although it answers the caller with the protocol's error: junk sent with a
-    valid token would fill the log with tracebacks of nothing wrong in the hub. A record past
-    the budget is dropped; the next one let through says how many were. Records that are no
-    caller's mistake (an internal error, anything not listed) pass unchanged.
+    valid token would fill the log with tracebacks of nothing wrong in the hub. Django does the
+    same with a Host header it refuses with 400 (`django.security.DisallowedHost`). A record
+    past the budget is dropped; the next one let through says how many were. Records that are
+    no caller's mistake (an internal error, anything not listed) pass unchanged.
     """
 
     MISTAKES = (
@@ -77,15 +121,12 @@ class CallerMistakes(logging.Filter):
         "Request Error",
         "Request error",
         "Parse error",
+        "Invalid HTTP_HOST header",
     )
 
     def __init__(self, burst: int = 10, window: float = 60.0) -> None:
         super().__init__()
-        self.burst = burst
-        self.window = window
-        self._lock = threading.Lock()
-        # kind -> [window start, records let through, records dropped]
-        self._seen: dict[str, list[float]] = {}
+        self._budget = Budget(burst, window)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not isinstance(record.msg, str):
@@ -93,20 +134,16 @@ class CallerMistakes(logging.Filter):
         kind = next((m for m in self.MISTAKES if record.msg.startswith(m)), None)
         if kind is None or (record.levelno >= logging.ERROR and not record.exc_info):
             return True  # not a caller's mistake: an internal error is logged as it is
-        with self._lock:
-            start, passed, dropped = self._seen.get(kind, [record.created, 0, 0])
-            if record.created - start >= self.window:
-                start, passed = record.created, 0
-            if passed >= self.burst:
-                self._seen[kind] = [start, passed, dropped + 1]
-                return False
-            self._seen[kind] = [start, passed + 1, 0]
+        dropped = self._budget.take(kind, record.created)
+        if dropped is None:
+            return False
         message = record.getMessage()
         if record.exc_info and record.exc_info[1] is not None:
             error = record.exc_info[1]
-            message = f"{message}: {type(error).__name__}: {error}"
+            if str(error) not in message:  # Django's message is the exception's own
+                message = f"{message}: {type(error).__name__}: {error}"
         if dropped:
-            message = f"{message} ({int(dropped)} more like it were not logged)"
+            message = f"{message} ({dropped} more like it were not logged)"
         record.msg, record.args = message, None
         record.exc_info = record.exc_text = None
         record.levelno, record.levelname = logging.WARNING, "WARNING"

@@ -390,6 +390,8 @@ LOGGING = {
         "a2a.server.routes.jsonrpc_dispatcher": {"filters": ["caller_mistakes"]},
         "a2a.compat.v0_3.jsonrpc_adapter": {"filters": ["caller_mistakes"]},
         "a2a.utils.error_handlers": {"filters": ["caller_mistakes"]},
+        # A Host header Django refuses (400) is the caller's mistake too.
+        "django.security.DisallowedHost": {"filters": ["caller_mistakes"]},
         # httpx logs each request's URL at INFO; webhook URLs can hold secrets (Slack's do).
         "httpx": {"level": "WARNING"},
     },
