@@ -302,6 +302,9 @@ HUB_GRPC_PUBLIC_ADDRESS = os.environ.get("HUB_GRPC_PUBLIC_ADDRESS", "")
 # Hard limits on what one A2A request may carry.
 HUB_MAX_BODY_BYTES = env_int("HUB_MAX_BODY_BYTES", 1024 * 1024)
 HUB_MAX_PARTS = env_int("HUB_MAX_PARTS", 64)
+# Longest `Authorization` header (a hub token or a JWT) the hub reads; a longer one is refused
+# by its size (431) before anything is looked up or verified. 8 KiB: nginx's limit on one line.
+HUB_MAX_AUTHORIZATION_BYTES = env_int("HUB_MAX_AUTHORIZATION_BYTES", 8192)
 # How long the hub waits for an endpoint agent before failing the task.
 HUB_FORWARD_TIMEOUT = env_float("HUB_FORWARD_TIMEOUT", 30.0)
 # An endpoint agent's task still active this long past its deadline was being delivered by a

@@ -16,11 +16,14 @@ A2A_PREFIXES = ("/a2a/", "/.well-known/", "/discover", "/metrics", "/inbox/")
 
 
 class HubHttpRouter:
-    """Sends agents' traffic to the A2A app, static files to disk, and the rest to Django."""
+    """Sends agents' traffic to the A2A app, static files to disk, and the rest to Django;
+    refuses first a request whose headers are over the hub's limits (`gate`)."""
 
     def __init__(self, django_app: Callable[..., Awaitable[None]]) -> None:
         from a2a_core.protocol.app import build_agent_app
+        from a2a_core.protocol.gate import refuse_oversized_headers
 
+        self.refuse_oversized_headers = refuse_oversized_headers
         self.django_app = django_app
         self.a2a_app = build_agent_app()
         # The project's static files and the admin's, straight from their packages (no
@@ -37,6 +40,8 @@ class HubHttpRouter:
             # daphne does not speak the ASGI lifespan protocol: start on the first request.
             self._started = True
             await startup()
+        if scope["type"] == "http" and await self.refuse_oversized_headers(scope, send):
+            return
         path: str = scope["path"]
         if path.startswith(A2A_PREFIXES) or path == "/a2a":
             marks = timeline.begin() if timeline.ON else None

@@ -1,7 +1,7 @@
 """The hub's errors in A2A form, and the mapping from the hub's exception hierarchy.
 
 A2A reserves JSON-RPC codes -32001..-32099 for A2A-specific errors; the spec defines
--32001..-32009 and the hub uses -32050..-32059 for its own. Each hub error is registered in
+-32001..-32009 and the hub uses -32050..-32060 for its own. Each hub error is registered in
 the a2a-sdk's public error tables, so the SDK's JSON-RPC and REST dispatchers render it with
 the right JSON-RPC code, HTTP status and `google.rpc.ErrorInfo` reason, like its own errors.
 """
@@ -82,6 +82,10 @@ class PayloadTooLargeError(HubA2AError):
     message = "Request too large"
 
 
+class HeaderTooLargeError(HubA2AError):
+    message = "Request header too large"
+
+
 # class -> (JSON-RPC code, HTTP status, gRPC status, ErrorInfo reason)
 HUB_ERRORS: dict[type[HubA2AError], tuple[int, int, str, str]] = {
     UnauthenticatedError: (-32050, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
@@ -99,6 +103,7 @@ HUB_ERRORS: dict[type[HubA2AError], tuple[int, int, str, str]] = {
         "UNAVAILABLE",
         "IDENTITY_PROVIDER_UNAVAILABLE",
     ),
+    HeaderTooLargeError: (-32060, 431, "INVALID_ARGUMENT", "HEADER_TOO_LARGE"),
 }
 
 

@@ -2,7 +2,9 @@
 
 Runs before the a2a-sdk dispatchers. A request it refuses gets the HTTP status that says why
 (401, 403, 404, 413) and a body in the binding's own error form: a JSON-RPC error object on
-the JSON-RPC endpoint, a `google.rpc.Status` on the REST one.
+the JSON-RPC endpoint, a `google.rpc.Status` on the REST one. The header limit
+(`refuse_oversized_headers`, HUB_MAX_AUTHORIZATION_BYTES: 431) is applied by the HTTP router
+to every request, before any app, and by `authenticate` to a token from any binding.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from a2a_core.models import Agent
 from a2a_core.models import Scope as AgentScope
 from a2a_core.protocol.errors import (
     AgentNotFoundError,
+    HeaderTooLargeError,
     PayloadTooLargeError,
     PermissionDeniedError,
     UnauthenticatedError,
@@ -63,10 +66,12 @@ async def error_response(
     *,
     extra_headers: Sequence[tuple[bytes, bytes]] = (),
     request: bytes = b"",
+    rest: bool | None = None,
 ) -> None:
-    """Answer with `error` in the form of the binding `path` belongs to; on JSON-RPC, with
-    the id of the `request` body when it has a usable one."""
-    if is_rest(path):
+    """Answer with `error` in the form of the binding `path` belongs to (`rest` True: a
+    `google.rpc.Status` whatever the path); on JSON-RPC, with the id of the `request` body when
+    it has a usable one."""
+    if rest or (rest is None and is_rest(path)):
         body = build_rest_error_payload(error)
     else:
         body = build_error_response(_request_id(request), error)
@@ -110,7 +115,10 @@ def resolve(token: str, slug: str | None) -> tuple[Agent | None, Agent | None]:
 async def authenticate(token: str | None, slug: str | None) -> tuple[Agent | None, Agent | None]:
     """(the calling agent, the agent registered as `slug`), None when unknown: the caller by
     its hub token or, for a JWT, by its identity provider (`a2a_core.protocol.identity`).
-    Raises the A2A error to answer a refused JWT with."""
+    Raises the A2A error to answer a refused JWT with, or HeaderTooLargeError for a token over
+    HUB_MAX_AUTHORIZATION_BYTES (looked up nowhere)."""
+    if token and len(token) > settings.HUB_MAX_AUTHORIZATION_BYTES:
+        raise _header_too_large(len(token))
     caller = agent_cache.cached(token=token) if token else None
     target = agent_cache.cached(slug=slug) if slug else None
     if token and looks_like_jwt(token):
@@ -120,6 +128,31 @@ async def authenticate(token: str | None, slug: str | None) -> tuple[Agent | Non
     elif caller is None or (slug and target is None):
         caller, target = await db(resolve, token or "", slug)
     return caller, target
+
+
+async def refuse_oversized_headers(scope: Scope, send: Send) -> bool:
+    """Answer 431 (HeaderTooLargeError, in the form of the binding the path belongs to; a
+    `google.rpc.Status` off the A2A endpoints) to a request whose `Authorization` header is
+    over HUB_MAX_AUTHORIZATION_BYTES, before anything reads it; True when it did."""
+    limit = settings.HUB_MAX_AUTHORIZATION_BYTES
+    for name, value in scope["headers"]:
+        if len(value) > limit and name.lower() == b"authorization":
+            path: str = scope["path"]
+            a2a = path.startswith("/a2a/") or path == "/a2a"
+            await error_response(
+                send, path, _header_too_large(len(value)), rest=None if a2a else True
+            )
+            return True
+    return False
+
+
+def _header_too_large(size: int) -> HeaderTooLargeError:
+    limit = settings.HUB_MAX_AUTHORIZATION_BYTES
+    return HeaderTooLargeError(
+        f"the Authorization header is {size:,} bytes; this hub reads at most {limit:,} "
+        "(HUB_MAX_AUTHORIZATION_BYTES)",
+        {"limitBytes": limit},
+    )
 
 
 def refusal_headers(error: A2AError) -> list[tuple[bytes, bytes]]:
