@@ -279,7 +279,8 @@ HUB_CARD_SIGNER_FOLLOW_JKU = env_bool("HUB_CARD_SIGNER_FOLLOW_JKU", False)
 # Register a signed card none of whose signatures could be checked (no trusted key found),
 # saying so; a signature that does not verify, or cannot be read, is refused all the same.
 HUB_CARD_ALLOW_UNVERIFIED = env_bool("HUB_CARD_ALLOW_UNVERIFIED", False)
-# How long the hub waits for an identity provider's or a card signer's JWKS.
+# How long fetching an identity provider's or a card signer's JWKS may take in all (connecting,
+# redirects, the whole body); callers asking for the same set meanwhile wait for that one fetch.
 HUB_JWKS_TIMEOUT = env_float("HUB_JWKS_TIMEOUT", 5.0)
 # How long fetched JWKS keys are used before they are fetched again (an unknown `kid` fetches
 # at once, so a rotation is picked up without waiting).
@@ -287,6 +288,9 @@ HUB_JWKS_CACHE_SECONDS = env_int("HUB_JWKS_CACHE_SECONDS", 300)
 # ... but at most once per this many seconds, so tokens with made-up `kid`s cannot make the
 # hub hammer an identity provider.
 HUB_JWKS_REFRESH_COOLDOWN = env_float("HUB_JWKS_REFRESH_COOLDOWN", 30.0)
+# A JWKS that could not be fetched (down, slow, broken) is not asked again for this long: its
+# callers are answered 503 with the reason at once.
+HUB_JWKS_FAILURE_CACHE_SECONDS = env_float("HUB_JWKS_FAILURE_CACHE_SECONDS", 10.0)
 
 # Public base URL used when cards are rewritten to point at the hub; empty = from the request.
 HUB_PUBLIC_URL = os.environ.get("HUB_PUBLIC_URL", "").rstrip("/")

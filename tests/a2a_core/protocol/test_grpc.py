@@ -499,3 +499,43 @@ async def test_a_push_config_to_another_spelling_of_loopback_is_refused_over_grp
         "(an operator can allow it with HUB_PUSH_ALLOWED_HOSTS)"
     )
     assert not await db(lambda: PushNotificationConfig.objects.exists())
+
+
+async def test_a_jwt_with_junk_in_its_header_is_unauthenticated_over_grpc(
+    grpc_hub, hub_grpc_port, provider
+):
+    await grpc_hub.endpoint_agent("echo")
+    agent, _ = await grpc_hub.caller("robot")
+    await db(
+        issuer_trust,
+        issuer=provider.issuer,
+        jwks_url=provider.jwks_url,
+        audience=AUDIENCE,
+        agent=agent,
+        value="robot-client",
+    )
+    claims = {"iss": provider.issuer, "sub": "robot-client", "aud": AUDIENCE, "exp": 4_000_000_000}
+    junk = {
+        "a kid that is a number": provider.raw_token({"alg": "ES256", "kid": 7}, claims),
+        "a header that is a list": provider.raw_token(["ES256"], claims),
+        "an exp before any calendar": provider.raw_token(
+            {"alg": "ES256", "kid": provider.keys[0].kid}, {**claims, "exp": -(10**30)}
+        ),
+    }
+    call = request("echo junk")
+    call.tenant = "echo"
+    channel, stub = _stub(hub_grpc_port)
+    refusals = {}
+    try:
+        for case, token in junk.items():
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.SendMessage(call, metadata=[("authorization", f"Bearer {token}")])
+            refusals[case] = (refused.value.code(), _error_info(refused.value)["metadata"])
+    finally:
+        await channel.close()
+    unauthenticated = grpc.StatusCode.UNAUTHENTICATED
+    assert refusals == {
+        "a kid that is a number": (unauthenticated, {"jwt": "malformed"}),
+        "a header that is a list": (unauthenticated, {"jwt": "malformed"}),
+        "an exp before any calendar": (unauthenticated, {"jwt": "expired"}),
+    }

@@ -1,0 +1,33 @@
+"""Fixtures of the tests of agents' own identities (JWTs from a real identity provider)."""
+
+from __future__ import annotations
+
+import pytest
+
+from a2a_core.asyncdb import db
+from a2a_core.services.identity import issuer_trust
+from tests.identity import AUDIENCE, IdentityProvider
+
+
+@pytest.fixture
+def provider():
+    running = IdentityProvider()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+async def robot(hub, provider):
+    """The agent `robot`, whose provider's client `robot-client` signs in as it; beside it the
+    endpoint agent `echo`. Returns robot's hub token."""
+    await hub.endpoint_agent("echo")
+    agent, hub_token = await hub.caller("robot")
+    await db(
+        issuer_trust,
+        issuer=provider.issuer,
+        jwks_url=provider.jwks_url,
+        audience=AUDIENCE,
+        agent=agent,
+        value="robot-client",
+    )
+    return hub_token
