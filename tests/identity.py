@@ -114,8 +114,9 @@ def _b64(data: bytes) -> str:
 
 
 async def hang(request: Request) -> Response:
-    """Takes the request and never answers (until the server stops)."""
-    await asyncio.sleep(3600)
+    """Takes the request and never answers, until the client goes away."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
     return Response()
 
 

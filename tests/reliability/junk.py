@@ -208,6 +208,13 @@ def poll_body(rng: random.Random) -> bytes:
     return junk_body(rng, {"frames": junk_value(rng)})
 
 
+# --- Agents' own identities: JWT-shaped tokens, JWKS answers, Host headers -----------------
+
+JWT_HEADER_FIELDS = ["alg", "kid", "typ", "crit", "b64", "jku", "x5u", "cty"]
+JWT_CLAIMS = ["iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp"]
+ODD_NUMBERS = [float("inf"), float("-inf"), float("nan"), -(10**30), 10**30, 1e308, -1, 0]
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
@@ -292,3 +299,117 @@ def junk_signatures(rng: random.Random, real: dict[str, str], kid: str, jku: str
     if rng.random() < 0.15:
         items.insert(rng.randrange(len(items) + 1), real)
     return items
+
+
+def _jwt_part(rng: random.Random, good: dict[str, Any], fields: list[str]) -> bytes:
+    """A token's header or claims: often `good` with some members junk, sometimes no object at
+    all, now and then no JSON."""
+    roll = rng.random()
+    if roll < 0.08:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))
+    if roll < 0.18:
+        return json.dumps(junk_value(rng)).encode()
+    part = dict(good)
+    for _ in range(rng.randrange(0, 3)):
+        name = rng.choice(fields)
+        part[name] = rng.choice([junk_value(rng), rng.choice(ODD_NUMBERS)])
+    if rng.random() < 0.1:
+        del part[rng.choice(list(part))]
+    return json.dumps(part).encode()
+
+
+def junk_jwt(
+    rng: random.Random, header: dict[str, Any], claims: dict[str, Any], sign: Any
+) -> str | bytes:
+    """A token shaped like a JWT: the `header` and `claims` of a valid one with junk of any
+    type in some members, signed with `sign(signing input) -> signature` (so that only what it
+    holds is wrong) or not, and then perhaps damaged: padding, non-ASCII, dots, truncation.
+    Bytes when it holds what only raw header bytes carry."""
+    signing_input = (
+        f"{_b64(_jwt_part(rng, header, JWT_HEADER_FIELDS))}."
+        f"{_b64(_jwt_part(rng, claims, JWT_CLAIMS))}"
+    )
+    signature = sign(signing_input.encode()) if rng.random() < 0.8 else rng.randbytes(64)
+    token = f"{signing_input}.{_b64(signature)}"
+    roll = rng.random()
+    if roll < 0.05:
+        return token.replace(".", "==.", 1)
+    if roll < 0.1:
+        at = rng.randrange(len(token))
+        return (token[:at] + rng.choice(["é", "\u00ff", " ", "+", "/"]) + token[at:]).encode(
+            "latin-1"
+        )
+    if roll < 0.13:
+        return token[: rng.randrange(len(token))]
+    if roll < 0.16:
+        return rng.choice(["..", "a..", ".b.", "x.y.z", "=.=.=", token + "."])
+    return token
+
+
+def jwks_answer(rng: random.Random, good: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    """A JWKS endpoint's answer (status, headers, body): the `good` key set now and then,
+    otherwise junk of some kind: HTML, no JSON, JSON of the wrong shape, keys of junk members
+    (beside the good one or not), a body past the hub's limit, a redirect."""
+    json_type = {"content-type": "application/json"}
+    roll = rng.random()
+    if roll < 0.3:
+        return 200, json_type, json.dumps(good).encode()
+    if roll < 0.4:
+        return 200, {"content-type": "text/html"}, b"<html><body>Sign in</body></html>"
+    if roll < 0.5:
+        return 200, json_type, junk_body(rng, good)
+    if roll < 0.6:
+        return 200, json_type, json.dumps(junk_value(rng)).encode()
+    if roll < 0.8:
+        members = [
+            {
+                **rng.choice(good["keys"]),
+                rng.choice(["kty", "crv", "x", "y", "alg", "use", "kid"]): junk_value(rng),
+            }
+            for _ in range(rng.randrange(1, 4))
+        ]
+        if rng.random() < 0.5:
+            members.append(rng.choice(good["keys"]))
+        rng.shuffle(members)
+        return 200, json_type, json.dumps({"keys": members}).encode()
+    if roll < 0.85:
+        return 200, json_type, b'{"keys": [], "pad": "' + b"x" * 300_000 + b'"}'
+    if roll < 0.9:
+        return (
+            302,
+            {"location": rng.choice(["/jwks.json", "file:///etc/passwd", "http://[::1"])},
+            b"",
+        )
+    return rng.choice([404, 500, 502]), {"content-type": "text/plain"}, b"no"
+
+
+JUNK_HOSTS = [
+    "",
+    "junk host",
+    "a..b",
+    "[::1",
+    "[::1]:99999",
+    "x:99999",
+    "localhost:abc",
+    "localhost:-1",
+    "evil.example",
+    "<script>alert(1)</script>",
+    "ex%41mple.com",
+    "a/b?c#d",
+    "127.0.0.1:0",
+    "-.example",
+    "xn--.example",
+]
+
+
+def junk_host(rng: random.Random) -> bytes:
+    """A Host header value no hub answers to, as the raw bytes of the header."""
+    roll = rng.random()
+    if roll < 0.6:
+        return rng.choice(JUNK_HOSTS).encode()
+    if roll < 0.8:
+        return bytes(
+            rng.choice([*range(0x21, 0x7F), *range(0xA0, 0x100)])
+            for _ in range(rng.randrange(1, 40))
+        )
+    return b"h" * rng.choice([254, 256, 1000, 6000])

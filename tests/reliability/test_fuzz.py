@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import time
@@ -27,13 +28,18 @@ from a2a.types.a2a_pb2 import TaskState
 from django.conf import settings
 from django.db.models import Count, F
 from django.utils import timezone
+from jwt.algorithms import ECAlgorithm
+from starlette.requests import Request
+from starlette.responses import Response
 
 from a2a_core.asyncdb import db
 from a2a_core.models import ACTIVE_STATES, Delivery, InboxSession, Message, Task
+from a2a_core.services.identity import issuer_trust
 from a2a_core.services.users import user_create
 from tests.a2a_core.protocol.helpers import eventually, request, send
 from tests.dashboard.test_live_security import PASSWORD, session_cookie, socket_url
 from tests.factories import register
+from tests.identity import AUDIENCE, IdentityProvider, hang
 from tests.reliability.junk import (
     OVERSIZED,
     REST_PATHS,
@@ -41,7 +47,10 @@ from tests.reliability.junk import (
     frame_text,
     junk_body,
     junk_frame,
+    junk_host,
+    junk_jwt,
     junk_value,
+    jwks_answer,
     poll_body,
     query_text,
     rpc_shape,
@@ -294,3 +303,141 @@ async def test_ten_thousand_junk_inputs_get_no_5xx_and_the_hub_keeps_serving(
             lambda: list(InboxSession.objects.values("transport", "channel", "seen_at"))
         )
         raise AssertionError(f"inbox sessions left open: {left}") from None
+
+
+# --- Agents' own identities and Host headers ---------------------------------------------
+# JWT-shaped tokens with junk of any type in their header and claims (most signed with the
+# trusted issuer's real key, so that only what they hold is wrong), sent while a real JWKS
+# server answers junk of every kind (and now and then the good set, or nothing in time), and
+# Host headers no hub answers to, on every HTTP entry point.
+
+JWT_REQUESTS = 600
+HOST_REQUESTS = 165
+JWT_ENTRIES = [
+    ("JSON-RPC", "POST", "/a2a/echo/"),
+    ("REST", "GET", "/a2a/echo/rest/tasks/x"),
+    ("discovery", "GET", "/discover"),
+    ("poll GET", "GET", "/inbox/pia/?wait=0"),
+]
+HOST_PATHS = [
+    "/",
+    "/login/",
+    "/agents/",
+    "/admin/",
+    "/static/css/hub.css",
+    "/.well-known/agent-card.json",
+    "/a2a/echo/.well-known/agent-card.json",
+    "/a2a/echo/",
+    "/discover",
+    "/inbox/pia/?wait=0",
+    "/metrics",
+]
+
+
+@pytest.fixture
+async def jwt_targets(hub, settings):
+    """echo, robot (whose identity provider's `robot-client` signs in as it) and the inbox
+    agent pia; the provider's JWKS answers junk drawn from a seeded generator."""
+    settings.HUB_JWKS_TIMEOUT = 0.5
+    # Every call asks the JWKS again (concurrent ones share a fetch), so every kind of junk
+    # it answers is met by some token.
+    settings.HUB_JWKS_CACHE_SECONDS = 0
+    settings.HUB_JWKS_FAILURE_CACHE_SECONDS = 0
+    settings.HUB_JWKS_REFRESH_COOLDOWN = 0
+    provider = IdentityProvider()
+    rng = random.Random(SEED)
+    good = {"keys": [key.public_jwk() for key in provider.keys]}
+
+    async def misbehave(request: Request) -> Response:
+        if rng.random() < 0.02:
+            return await hang(request)
+        status, headers, body = jwks_answer(rng, good)
+        return Response(body, status_code=status, headers=headers)
+
+    provider.misbehave = misbehave
+    await hub.endpoint_agent("echo")
+    robot, _ = await hub.caller("robot")
+    await db(register, "pia", inbox=True)
+    await db(
+        issuer_trust,
+        issuer=provider.issuer,
+        jwks_url=provider.jwks_url,
+        audience=AUDIENCE,
+        agent=robot,
+        value="robot-client",
+    )
+    yield provider
+    provider.stop()
+
+
+async def test_junk_jwts_jwks_answers_and_host_headers_get_no_5xx(hub, jwt_targets, caplog):
+    provider = jwt_targets
+    caplog.set_level(logging.WARNING)
+    tally = Tally()
+    started = time.monotonic()
+    rng = random.Random(SEED)
+    key = provider.keys[0]
+    header = {"alg": "ES256", "kid": key.kid, "typ": "JWT"}
+    claims = {"iss": provider.issuer, "sub": "robot-client", "aud": AUDIENCE, "exp": 4_000_000_000}
+    signer = ECAlgorithm(ECAlgorithm.SHA256)
+
+    def sign(signing_input: bytes) -> bytes:
+        return signer.sign(signing_input, key.private)
+
+    async with httpx.AsyncClient(
+        base_url=hub.url, timeout=30, limits=httpx.Limits(max_connections=20)
+    ) as http:
+
+        async def one(
+            entry: str, method: str, path: str, headers: dict[str, Any], body: bytes = b""
+        ) -> None:
+            try:
+                response = await http.request(method, path, content=body, headers=headers)
+            except httpx.TransportError as exc:
+                tally.dropped.append(f"{entry} {method} {path}: {exc!r}")
+                return
+            tally.response(entry, response)
+
+        def jwt_request(i: int) -> Any:
+            token = junk_jwt(rng, header, claims, sign)
+            auth = b"Bearer " + token if isinstance(token, bytes) else f"Bearer {token}".encode()
+            entry, method, path = JWT_ENTRIES[i % len(JWT_ENTRIES)]
+            body = json.dumps(rpc_shape(rng)).encode() if method == "POST" else b""
+            headers = {"A2A-Version": "1.0", "Authorization": auth}
+            return one(f"JWT {entry}", method, path, headers, body)
+
+        # 20 at a time, each next one sent as soon as one is answered.
+        room = asyncio.Semaphore(20)
+
+        async def held(request: Any) -> None:
+            async with room:
+                await request
+
+        await asyncio.gather(*(held(jwt_request(i)) for i in range(JWT_REQUESTS)))
+        await asyncio.gather(
+            *(
+                held(one("Host", "GET", HOST_PATHS[i % len(HOST_PATHS)], {"Host": junk_host(rng)}))
+                for i in range(HOST_REQUESTS)
+            )
+        )
+    print("\n" + tally.summary(time.monotonic() - started))
+
+    # 503 is the answer while the JWKS is unavailable (IDENTITY_PROVIDER_UNAVAILABLE).
+    fives = [five for five in tally.fives if "cannot check the token: the JWKS at" not in five]
+    assert fives == [], fives[:5]
+    assert tally.dropped == [], tally.dropped[:5]
+    assert tally.internal == [], tally.internal[:5]
+    seen = {status for (_, status) in tally.statuses}
+    assert {200, 401, 503} <= seen  # signed in, refused, and the JWKS unavailable, all met
+    # The JWKS server's own log (its requests cut off by the hub's deadline) is not the hub's.
+    jwks_server = f"server-{provider.server.port}"
+    errors = [
+        f"{r.name}: {r.getMessage()} {(r.exc_text or '')[-400:]}"
+        for r in caplog.records
+        if (r.levelno >= logging.ERROR or r.exc_info) and r.threadName != jwks_server
+    ]
+    assert errors == [], errors[:5]
+    warnings = Counter(
+        r.getMessage().split(":")[0] for r in caplog.records if r.name.startswith("a2a_hub.")
+    )
+    assert all(count <= 10 for count in warnings.values()), warnings.most_common(3)
