@@ -71,7 +71,6 @@ class _Entry:
     attempted_at: float = 0.0
 
 
-_FETCH = object()  # what `_decide` answers when only a fetch can tell
 _entries: dict[str, _Entry] = {}
 _generation = 0  # bumped by forget(): a fetch begun before it records nothing
 
@@ -87,9 +86,9 @@ async def asigning_key(url: str, kid: str | None) -> PyJWK:
     """The key `kid` of the JWKS at `url`; None: the set's only key. Waits at most for one
     fetch (HUB_JWKS_TIMEOUT), never on a thread the caller's loop or Django needs."""
     check_url(url)
-    outcome = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=True)
-    if isinstance(outcome, PyJWK):
-        return outcome
+    key = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=True)
+    if key is not None:
+        return key
     future = _submit(_lookup(url, kid))
     try:
         async with asyncio.timeout(_patience()):
@@ -102,9 +101,9 @@ def signing_key(url: str, kid: str | None) -> PyJWK:
     """`asigning_key` for a caller that may block (card signatures at registration; never on
     an event loop's thread)."""
     check_url(url)
-    outcome = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=True)
-    if isinstance(outcome, PyJWK):
-        return outcome
+    key = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=True)
+    if key is not None:
+        return key
     future = _submit(_lookup(url, kid))
     try:
         return future.result(timeout=_patience())
@@ -122,12 +121,13 @@ def forget() -> None:
 
 def _decide(
     entry: _Entry | None, kid: object, url: str, now: float, *, may_fetch: bool
-) -> PyJWK | object:
-    """The key, `_FETCH`, or the exception saying why not, from what is known of the set.
-    `may_fetch` False: a fetch has just been made for this caller, so answer from it."""
+) -> PyJWK | None:
+    """The key, or the exception saying why not, from what is known of the set; None when
+    only a fetch can tell. `may_fetch` False: a fetch has just been made for this caller, so
+    answer from it (never None)."""
     if entry is None:
         if may_fetch:
-            return _FETCH
+            return None
         raise JwksUnavailable(f"the JWKS at {url} was not fetched")
     # Just fetched (may_fetch False), the set is fresh whatever its lifespan; a set kept from
     # before a failed fetch, only within its lifespan.
@@ -144,13 +144,13 @@ def _decide(
             return key
         cooled = now - entry.attempted_at >= settings.HUB_JWKS_REFRESH_COOLDOWN
         if may_fetch and cooled and not failing:
-            return _FETCH  # perhaps a key the provider has just rotated in
+            return None  # perhaps a key the provider has just rotated in
         if not failing:
             raise KeyNotFound(f"the JWKS at {url} has no key with kid {quoted(kid)}")
     if failing and entry.failure is not None:
         raise JwksUnavailable(entry.failure)
     if may_fetch:
-        return _FETCH
+        return None
     raise JwksUnavailable(f"the JWKS at {url} was not fetched")
 
 
@@ -193,36 +193,43 @@ def _late(url: str) -> str:
 
 async def _lookup(url: str, kid: str | None) -> PyJWK:
     """On the fetching loop: the key, after the one fetch of `url` under way or a new one."""
-    outcome = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=True)
-    if outcome is _FETCH:
-        fetch = _inflight.get(url)
-        if fetch is None:
-            fetch = _inflight[url] = asyncio.ensure_future(_refresh(url, _generation))
-            fetch.add_done_callback(lambda _: _inflight.pop(url, None))
-        # Shielded: a caller that gives up (its client went away) leaves the fetch to the rest.
-        await asyncio.shield(fetch)
-        outcome = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=False)
-    assert isinstance(outcome, PyJWK)
-    return outcome
+    key = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=True)
+    if key is not None:
+        return key
+    fetch = _inflight.get(url)
+    if fetch is None:
+        fetch = _inflight[url] = asyncio.ensure_future(_refresh(url, _generation))
+        fetch.add_done_callback(lambda _: _inflight.pop(url, None))
+    # Shielded: a caller that gives up (its client went away) leaves the fetch to the rest.
+    await asyncio.shield(fetch)
+    key = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=False)
+    assert key is not None
+    return key
 
 
 async def _refresh(url: str, generation: int) -> None:
     """Fetch the set at `url` and record what came of it (never raises)."""
     started = time.monotonic()
     previous = _entries.get(url) or _Entry()
+    failure: str | None = None
     try:
         keys = _parse(url, await _fetch(url))
     except JwksUnavailable as exc:
-        warn_limited(log, f"jwks {url}", str(exc), jwks_url=url)
+        failure = str(exc)
+        warn_limited(log, f"jwks {url}", failure, jwks_url=url)
+    except Exception as exc:  # a fault of the hub's: its callers still get a 503, not a 500
+        failure = f"the JWKS at {url} could not be fetched: {type(exc).__name__}"
+        log.exception("fetching a JWKS failed", extra={"jwks_url": url})
+    if failure is None:
+        entry = _Entry(keys=keys, fetched_at=time.monotonic(), attempted_at=started)
+    else:
         entry = _Entry(
             keys=previous.keys,
             fetched_at=previous.fetched_at,
-            failure=str(exc),
+            failure=failure,
             failed_at=time.monotonic(),
             attempted_at=started,
         )
-    else:
-        entry = _Entry(keys=keys, fetched_at=time.monotonic(), attempted_at=started)
     if generation == _generation:
         _entries[url] = entry
 

@@ -73,7 +73,10 @@ _ISSUER_LENGTH = TrustedIssuer._meta.get_field("issuer").max_length or 500
 
 
 def _refused(code: str, message: str) -> UnauthenticatedError:
-    return UnauthenticatedError(message, {"jwt": code})
+    # PyJWT's messages quote what the token holds, lone surrogates included: escaped, as no
+    # answer in UTF-8 can carry them.
+    text = message.encode("utf-8", "backslashreplace").decode()
+    return UnauthenticatedError(text, {"jwt": code})
 
 
 def _trust(issuer: str) -> Trust | None:

@@ -136,6 +136,11 @@ def junk_tokens(provider) -> dict[str, tuple[str | bytes, str]]:
         "an alg that is a number": (signed({"alg": 256, "kid": kid}), "malformed"),
         "an alg of none": (signed({"alg": "none", "kid": kid}), "malformed"),
         "a crit that is not a list": (signed({**header, "crit": 5}), "malformed"),
+        "a crit naming a lone surrogate": (signed({**header, "crit": ["a\udcc2b"]}), "malformed"),
+        "a kid holding a lone surrogate": (
+            signed({"alg": "ES256", "kid": "\ud800"}),
+            "unknown_key",
+        ),
         "claims that are a list": (provider.raw_token(header, [good]), "malformed"),
         "an iss that is a number": (signed(iss=42), "malformed"),
         "an iss that is a list": (signed(iss=[provider.issuer]), "malformed"),
