@@ -85,14 +85,12 @@ def check_url(url: object) -> None:
 async def asigning_key(url: str, kid: str | None) -> PyJWK:
     """The key `kid` of the JWKS at `url`; None: the set's only key. Waits at most for one
     fetch (HUB_JWKS_TIMEOUT), never on a thread the caller's loop or Django needs."""
-    check_url(url)
-    key = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=True)
-    if key is not None:
-        return key
-    future = _submit(_lookup(url, kid))
+    known = _known_or_looked_up(url, kid)
+    if isinstance(known, PyJWK):
+        return known
     try:
         async with asyncio.timeout(_patience()):
-            return await asyncio.wrap_future(future)
+            return await asyncio.wrap_future(known)
     except TimeoutError:
         raise JwksUnavailable(_late(url)) from None
 
@@ -100,16 +98,22 @@ async def asigning_key(url: str, kid: str | None) -> PyJWK:
 def signing_key(url: str, kid: str | None) -> PyJWK:
     """`asigning_key` for a caller that may block (card signatures at registration; never on
     an event loop's thread)."""
+    known = _known_or_looked_up(url, kid)
+    if isinstance(known, PyJWK):
+        return known
+    try:
+        return known.result(timeout=_patience())
+    except concurrent.futures.TimeoutError:
+        known.cancel()
+        raise JwksUnavailable(_late(url)) from None
+
+
+def _known_or_looked_up(url: str, kid: str | None) -> PyJWK | concurrent.futures.Future[PyJWK]:
+    """The key when what is cached answers (or the exception it answers with); otherwise the
+    lookup, started on the fetching loop."""
     check_url(url)
     key = _decide(_entries.get(url), kid, url, time.monotonic(), may_fetch=True)
-    if key is not None:
-        return key
-    future = _submit(_lookup(url, kid))
-    try:
-        return future.result(timeout=_patience())
-    except concurrent.futures.TimeoutError:
-        future.cancel()
-        raise JwksUnavailable(_late(url)) from None
+    return key if key is not None else _submit(_lookup(url, kid))
 
 
 def forget() -> None:
