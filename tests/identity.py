@@ -29,6 +29,8 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from a2a_core.asyncdb import db
+from a2a_core.services.identity import issuer_trust
 from tests.servers import ServerThread
 
 # The audience the tests' trusted issuers give.
@@ -70,6 +72,18 @@ class IdentityProvider:
         if self.misbehave is not None:
             return await self.misbehave(request)
         return JSONResponse({"keys": [key.public_jwk() for key in self.keys]})
+
+    async def trusted_for(self, agent: Any, *, subject: str = "robot-client") -> None:
+        """The hub trusts this provider (audience AUDIENCE); its tokens for `subject` sign in
+        as `agent`."""
+        await db(
+            issuer_trust,
+            issuer=self.issuer,
+            jwks_url=self.jwks_url,
+            audience=AUDIENCE,
+            agent=agent,
+            value=subject,
+        )
 
     def rotate(self) -> Key:
         """Publish a new key in place of the old ones (which stop being served)."""

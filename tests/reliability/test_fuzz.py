@@ -34,7 +34,6 @@ from starlette.responses import Response
 
 from a2a_core.asyncdb import db
 from a2a_core.models import ACTIVE_STATES, Delivery, InboxSession, Message, Task
-from a2a_core.services.identity import issuer_trust
 from a2a_core.services.users import user_create
 from tests.a2a_core.protocol.helpers import eventually, request, send
 from tests.dashboard.test_live_security import PASSWORD, session_cookie, socket_url
@@ -358,14 +357,7 @@ async def jwt_targets(hub, settings):
     await hub.endpoint_agent("echo")
     robot, _ = await hub.caller("robot")
     await db(register, "pia", inbox=True)
-    await db(
-        issuer_trust,
-        issuer=provider.issuer,
-        jwks_url=provider.jwks_url,
-        audience=AUDIENCE,
-        agent=robot,
-        value="robot-client",
-    )
+    await provider.trusted_for(robot)
     yield provider
     provider.stop()
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_core.asyncdb import db
-from a2a_core.services.identity import issuer_trust
-from tests.identity import AUDIENCE, IdentityProvider
+from tests.identity import IdentityProvider
 
 
 @pytest.fixture
@@ -22,12 +20,5 @@ async def robot(hub, provider):
     endpoint agent `echo`. Returns robot's hub token."""
     await hub.endpoint_agent("echo")
     agent, hub_token = await hub.caller("robot")
-    await db(
-        issuer_trust,
-        issuer=provider.issuer,
-        jwks_url=provider.jwks_url,
-        audience=AUDIENCE,
-        agent=agent,
-        value="robot-client",
-    )
+    await provider.trusted_for(agent)
     return hub_token

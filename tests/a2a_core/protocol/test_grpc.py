@@ -506,14 +506,7 @@ async def test_a_jwt_with_junk_in_its_header_is_unauthenticated_over_grpc(
 ):
     await grpc_hub.endpoint_agent("echo")
     agent, _ = await grpc_hub.caller("robot")
-    await db(
-        issuer_trust,
-        issuer=provider.issuer,
-        jwks_url=provider.jwks_url,
-        audience=AUDIENCE,
-        agent=agent,
-        value="robot-client",
-    )
+    await provider.trusted_for(agent)
     claims = {"iss": provider.issuer, "sub": "robot-client", "aud": AUDIENCE, "exp": 4_000_000_000}
     junk = {
         "a kid that is a number": provider.raw_token({"alg": "ES256", "kid": 7}, claims),
