@@ -148,3 +148,44 @@ class CallerMistakes(logging.Filter):
         record.exc_info = record.exc_text = None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
+
+
+class RateLimit:
+    """At most `burst` events a `window` of seconds per kind; `take(kind)` says whether one
+    more may pass now, and how many of that kind were turned away since the last that passed.
+    Thread-safe (the hub logs from its event loop and from its database threads)."""
+
+    def __init__(self, burst: int = 10, window: float = 60.0) -> None:
+        self.burst = burst
+        self.window = window
+        self._lock = threading.Lock()
+        # kind -> [window start, events let through, events turned away]
+        self._seen: dict[str, list[float]] = {}
+
+    def take(self, kind: str, now: float | None = None) -> tuple[bool, int]:
+        moment = time.monotonic() if now is None else now
+        with self._lock:
+            start, passed, dropped = self._seen.get(kind, [moment, 0, 0])
+            if moment - start >= self.window:
+                start, passed = moment, 0
+            if passed >= self.burst:
+                self._seen[kind] = [start, passed, dropped + 1]
+                return False, 0
+            self._seen[kind] = [start, passed + 1, 0]
+        return True, int(dropped)
+
+
+_warnings = RateLimit()
+
+
+def warn_rate_limited(logger: logging.Logger, kind: str, message: str, *args: object) -> None:
+    """Log a caller's mistake at WARNING, one line without a traceback, at most
+    `_warnings.burst` times a minute per `kind` in this process; the next line let through
+    says how many like it were not logged. For input the hub refuses with a precise answer
+    (the caller learns what was wrong from that): the log only shows that it happens."""
+    allowed, dropped = _warnings.take(kind)
+    if not allowed:
+        return
+    if dropped:
+        message = f"{message} ({dropped} more like it were not logged)"
+    logger.warning(message, *args)

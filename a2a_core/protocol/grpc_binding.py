@@ -11,6 +11,16 @@ the HTTP gate does (`a2a_core.protocol.gate`) is done here before each call:
 - a refusal is a gRPC status with `google.rpc.ErrorInfo` (reason, domain, metadata), as the
   A2A spec maps errors to gRPC, with the same message as over HTTP.
 
+Junk gets the status that says why, and costs no other caller anything: a frame that is not
+the method's request message (undecodable bytes, a field of the wrong wire type, bad UTF-8)
+is INVALID_ARGUMENT naming the message type and what is wrong with it (each method's request
+is read here, not by gRPC's deserializer, which would answer UNKNOWN and log a traceback); a
+tenant that cannot be an agent's name is INVALID_ARGUMENT before anything is looked up; a
+request missing a required field is INVALID_ARGUMENT naming the field. Oversized frames and
+metadata are RESOURCE_EXHAUSTED from gRPC itself, an unknown method UNIMPLEMENTED. What a
+caller gets wrong is logged at most as one WARNING line, rate-limited
+(`a2a_core.logging.warn_rate_limited`).
+
 Each server process serves gRPC on HUB_GRPC_PORT (several processes share it with
 SO_REUSEPORT, as they share the HTTP port).
 """
@@ -30,19 +40,24 @@ from a2a.server.request_handlers.grpc_handler import (
     DefaultGrpcServerCallContextBuilder,
     GrpcHandler,
 )
-from a2a.types import a2a_pb2_grpc
+from a2a.types import a2a_pb2
 from a2a.utils.constants import VERSION_HEADER
-from a2a.utils.errors import A2A_ERROR_REASONS, A2AError, InvalidParamsError
+from a2a.utils.errors import (
+    A2A_ERROR_REASONS,
+    A2AError,
+    InvalidParamsError,
+    InvalidRequestError,
+)
 from a2a.utils.errors import VersionNotSupportedError as SdkVersionNotSupported
 from a2a.utils.grpc_status import status_to_grpc
 from django.conf import settings
-from google.protobuf import any_pb2, message
+from google.protobuf import any_pb2, message, message_factory
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2, status_pb2
 from packaging.version import InvalidVersion, Version
 
 from a2a_core.delivery.calls import Call
-from a2a_core.logging import get_logger
+from a2a_core.logging import get_logger, warn_rate_limited
 from a2a_core.models import Scope as AgentScope
 from a2a_core.protocol.errors import (
     HUB_ERRORS,
@@ -54,6 +69,7 @@ from a2a_core.protocol.errors import (
 from a2a_core.protocol.gate import authenticate, unauthenticated
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
 from a2a_core.schemas.a2a import holds_nul
+from a2a_core.services.agents import SLUG_RE
 from a2a_core.tokens import bearer_token
 
 log = get_logger("grpc")
@@ -95,6 +111,15 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
         )
     token = bearer_token(metadata)
     slug = getattr(request, "tenant", "") or None
+    if slug is not None and not SLUG_RE.match(slug):
+        warn_rate_limited(
+            log, "grpc-tenant", "gRPC: refused a request whose tenant is no agent's name"
+        )
+        raise InvalidParamsError(
+            message=f"the request's tenant {_shown(slug)} cannot name an agent at this hub: an "
+            "agent's name is 1-64 lowercase letters, digits, '-' or '_' (the tenant of the "
+            "agent's gRPC interface in its card); leave it empty for the hub's own endpoint"
+        )
     # A hub token or a trusted identity provider's JWT, as over HTTP.
     caller, target = await authenticate(token, slug)
     if caller is None:
@@ -127,6 +152,12 @@ def _major(version: str) -> int | None:
         return Version(version).major
     except InvalidVersion:
         return None
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """`text` quoted for an error message, cut at `limit` characters (a status message travels
+    in metadata, whose size the caller's gRPC limits)."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
 class HubGrpcContextBuilder(DefaultGrpcServerCallContextBuilder):
@@ -179,7 +210,7 @@ class HubGrpcHandler(GrpcHandler):
     async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
         _answer_metadata(context)
         if not isinstance(error, HubA2AError):
-            await super().abort_context(error, context)
+            await super().abort_context(_with_fields(error), context)
             return
         info = error_details_pb2.ErrorInfo(
             reason=A2A_ERROR_REASONS.get(type(error), "UNKNOWN_ERROR"),
@@ -197,6 +228,20 @@ class HubGrpcHandler(GrpcHandler):
         await context.abort(rich.code, rich.details)
 
 
+def _with_fields(error: A2AError) -> A2AError:
+    """A validation error whose message names the fields at fault (the SDK's says only
+    "Validation failed"; its BadRequest detail, kept, lists them too)."""
+    problems = (error.data or {}).get("errors") if isinstance(error.data, dict) else None
+    if not isinstance(error, InvalidParamsError) or not problems:
+        return error
+    fields = "; ".join(
+        f"{p.get('field') or 'request'}: {p.get('message', '')}".rstrip(": ")
+        for p in problems
+        if isinstance(p, dict)
+    )
+    return InvalidParamsError(message=f"{error.message}: {fields}", data=error.data)
+
+
 def _answer_metadata(context: grpc.aio.ServicerContext) -> None:
     """What the hub adds to an HTTP answer's headers (Retry-After on a refusal), as trailing
     metadata of the gRPC call."""
@@ -207,6 +252,70 @@ def _answer_metadata(context: grpc.aio.ServicerContext) -> None:
     extra = [(k.lower(), v) for k, v in call.response_headers.items()]
     context.set_trailing_metadata((*trailing, *extra))
     call.response_headers.clear()
+
+
+_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+
+
+def service_handlers(servicer: HubGrpcHandler) -> dict[str, grpc.RpcMethodHandler]:
+    """Every method of A2A's gRPC service, served by `servicer`, each request read here from
+    the frame's bytes (`_read`) rather than by gRPC's deserializer."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in _SERVICE.methods:
+        request_type = message_factory.GetMessageClass(method.input_type)
+        serialize = message_factory.GetMessageClass(method.output_type).SerializeToString
+        serve = getattr(servicer, method.name)
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _streaming(servicer, serve, request_type), response_serializer=serialize
+            )
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(servicer, serve, request_type), response_serializer=serialize
+            )
+    return handlers
+
+
+async def _read(
+    servicer: HubGrpcHandler,
+    raw: bytes,
+    request_type: type[message.Message],
+    context: grpc.aio.ServicerContext,
+) -> message.Message:
+    """The request in `raw`; a frame that is not one is refused with INVALID_ARGUMENT."""
+    try:
+        return request_type.FromString(raw)
+    except message.DecodeError as exc:
+        name = request_type.DESCRIPTOR.full_name
+        warn_rate_limited(log, "grpc-undecodable", "gRPC: refused a frame that is not a %s", name)
+        # protobuf's text names the type too: "Error parsing message with type '...': why".
+        why = str(exc).rpartition("': ")[2] or "not protobuf"
+        error = InvalidRequestError(message=f"the request is not a valid {name}: {why}")
+        await servicer.abort_context(error, context)
+        raise  # not reached: aborting raises
+
+
+def _unary(
+    servicer: HubGrpcHandler,
+    serve: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]],
+    request_type: type[message.Message],
+) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Any]]:
+    async def behaviour(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        return await serve(await _read(servicer, raw, request_type, context), context)
+
+    return behaviour
+
+
+def _streaming(
+    servicer: HubGrpcHandler,
+    serve: Callable[[Any, grpc.aio.ServicerContext], AsyncIterable[Any]],
+    request_type: type[message.Message],
+) -> Callable[[bytes, grpc.aio.ServicerContext], AsyncIterable[Any]]:
+    async def behaviour(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterable[Any]:
+        async for item in serve(await _read(servicer, raw, request_type, context), context):
+            yield item
+
+    return behaviour
 
 
 def address(base: str) -> str:
@@ -242,7 +351,11 @@ async def start(*, host: str | None = None, port: int | None = None) -> int:
         ("grpc.max_receive_message_length", 2 * settings.HUB_MAX_BODY_BYTES),
     ]
     server = grpc.aio.server(options=options)
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(HubGrpcHandler(), server)
+    handlers = service_handlers(HubGrpcHandler())
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(_SERVICE.full_name, handlers),)
+    )
+    server.add_registered_method_handlers(_SERVICE.full_name, handlers)
     bound = server.add_insecure_port(target)
     if not bound:
         raise RuntimeError(f"could not listen for gRPC on {target}")
