@@ -208,6 +208,28 @@ def _wait_for_inboxes_to_close(timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.fixture(scope="session")
+def hub_grpc_port(hub_server: ServerThread) -> Iterator[int]:
+    """The hub's gRPC server, on the live hub's event loop (as a worker's lifespan starts it)."""
+    from a2a_core.protocol import grpc_binding
+    from tests.servers import free_port
+
+    loop = events._loop
+    assert loop is not None
+    port = free_port()
+    started = grpc_binding.start(host="127.0.0.1", port=port)
+    asyncio.run_coroutine_threadsafe(started, loop).result(10)
+    yield port
+    asyncio.run_coroutine_threadsafe(grpc_binding.stop(), loop).result(10)
+
+
+@pytest.fixture
+def grpc_hub(hub: Hub, hub_grpc_port: int, settings: Any) -> Hub:
+    """The live hub with its gRPC port on: the cards it serves list its gRPC interface."""
+    settings.HUB_GRPC_PORT = hub_grpc_port
+    return hub
+
+
 @pytest.fixture
 async def sdk(hub: Hub):
     """`await sdk(slug, token, binding=..., streaming=...)` -> an SDK client through the hub."""

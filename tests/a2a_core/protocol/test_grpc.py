@@ -3,8 +3,8 @@ agent and to a gRPC-only agent; auth, policy and errors as over JSON-RPC."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
+import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -21,7 +21,9 @@ from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    SendMessageRequest,
     SubscribeToTaskRequest,
+    Task,
     TaskPushNotificationConfig,
     TaskState,
 )
@@ -30,39 +32,17 @@ from a2a.utils.grpc_status import status_from_call
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
 
-from a2a_core import events
 from a2a_core.asyncdb import db
 from a2a_core.models import Artifact as ArtifactRow
 from a2a_core.models import Message, PushNotificationConfig, TaskEvent
-from a2a_core.protocol import grpc_binding
 from a2a_core.services.identity import issuer_trust
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.protocol.helpers import request, send, stored_messages, stored_task
 from tests.identity import IdentityProvider
-from tests.servers import free_port
 
 pytestmark = pytest.mark.live
 
 FINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED"}
-
-
-@pytest.fixture(scope="session")
-def hub_grpc_port(hub_server) -> Iterator[int]:
-    """The hub's gRPC server, on the live hub's event loop (as a worker's lifespan starts it)."""
-    loop = events._loop
-    assert loop is not None
-    port = free_port()
-    asyncio.run_coroutine_threadsafe(grpc_binding.start(host="127.0.0.1", port=port), loop).result(
-        10
-    )
-    yield port
-    asyncio.run_coroutine_threadsafe(grpc_binding.stop(), loop).result(10)
-
-
-@pytest.fixture
-def grpc_hub(hub, hub_grpc_port, settings):
-    settings.HUB_GRPC_PORT = hub_grpc_port
-    return hub
 
 
 class Token(CredentialService):
@@ -409,6 +389,59 @@ async def test_a_nul_character_is_refused_as_over_http(grpc_hub, hub_grpc_port, 
     assert over_http.status_code == 400
     assert refused.value.details() == over_http.json()["error"]["message"]
     assert await db(lambda: TaskEvent.objects.count()) == 0
+
+
+def _junk_cases() -> list[tuple[str, bytes, str, str]]:
+    """(case, frame, reason, what the message says) for SendMessage."""
+    good = request("echo hi")
+    good.tenant = "echo"
+    odd_tenant = request("echo hi")
+    odd_tenant.tenant = "../echo"
+    nothing = SendMessageRequest(tenant="echo")
+    not_a_request = "the request is not a valid lf.a2a.v1.SendMessageRequest: "
+    return [
+        ("undecodable", b"\xff\xff\xff", "INVALID_REQUEST", not_a_request + "Wire format"),
+        (
+            "a Task",
+            Task(id="t", context_id="c").SerializeToString(),
+            "INVALID_REQUEST",
+            not_a_request,
+        ),
+        ("cut short", good.SerializeToString()[:-3], "INVALID_REQUEST", not_a_request),
+        (
+            "bad UTF-8",
+            b"\x0a\x02\xff\xfe",
+            "INVALID_REQUEST",
+            not_a_request + "String field had bad UTF-8",
+        ),
+        ("odd tenant", odd_tenant.SerializeToString(), "INVALID_PARAMS", "tenant '../echo' cannot"),
+        ("no message", nothing.SerializeToString(), "INVALID_PARAMS", "message: Field is required"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason", "says"), [c[1:] for c in _junk_cases()], ids=[c[0] for c in _junk_cases()]
+)
+async def test_a_junk_frame_is_invalid_argument_saying_why_and_one_warning_at_most(
+    grpc_hub, hub_grpc_port, caplog, frame, reason, says
+):
+    await grpc_hub.endpoint_agent("echo")
+    _, token = await grpc_hub.caller("alpha")
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{hub_grpc_port}")
+    send_message = channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage")
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await send_message(frame, metadata=[("authorization", f"Bearer {token}")])
+    finally:
+        await channel.close()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert says in (refused.value.details() or "")
+    assert _error_info(refused.value)["reason"] == reason
+    logged = [
+        r for r in caplog.records if r.name.startswith("a2a_hub.grpc") or r.levelno >= logging.ERROR
+    ]
+    assert [r for r in logged if r.levelno >= logging.ERROR or r.exc_info] == []
+    assert len(logged) <= 1
 
 
 @pytest.mark.parametrize("version", ["0.3", "2.0", "banana"])
