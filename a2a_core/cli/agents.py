@@ -6,9 +6,12 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
 
 from a2a_core import selectors
-from a2a_core.cli.output import acting, ago, hub_error, read_json, table
+from a2a_core.cli.output import acting, ago, fail, hub_error, read_json, table
 from a2a_core.errors import HubError
 from a2a_core.services import agents as agent_services
 
@@ -19,7 +22,15 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(handler=agents)
 
     p = sub.add_parser("register", help="register (or re-register) an agent from its card")
-    p.add_argument("card", type=Path, help="the agent card, a JSON file (A2A 1.0 or 0.3)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "card", type=Path, nargs="?", help="the agent card, a JSON file (A2A 1.0 or 0.3)"
+    )
+    source.add_argument(
+        "--url",
+        help="fetch the card from the agent (or another hub): its card's URL, or the URL "
+        "its /.well-known/agent-card.json is under",
+    )
     p.add_argument("--slug", help="the agent's id in the hub (default: from the card's name)")
     p.add_argument("--role", help="a short role, e.g. 'reviewer'")
     mode = p.add_mutually_exclusive_group()
@@ -88,7 +99,7 @@ def agents(args: argparse.Namespace, out: Any) -> None:
 
 
 def register(args: argparse.Namespace, out: Any) -> None:
-    card = read_json(args.card)
+    card = fetch_card(args.url) if args.url else read_json(args.card)
     try:
         result = agent_services.agent_register(
             card=card,
@@ -116,6 +127,29 @@ def register(args: argparse.Namespace, out: Any) -> None:
         out.write(f"updated {agent.slug} (card v{agent.card_version}); its token is unchanged")
     else:
         out.write(f"{agent.slug} is already registered with this card; nothing changed")
+
+
+CARD_PATH = "/.well-known/agent-card.json"
+FETCH_SECONDS = 10.0
+
+
+def fetch_card(url: str) -> Any:
+    """The card served at `url` (a `.json` URL), or under it at /.well-known/agent-card.json,
+    asked for as an A2A 1.0 client asks (`A2A-Version: 1.0`); a clear error naming the URL
+    when it cannot be had."""
+    where = url if urlsplit(url).path.endswith(".json") else url.rstrip("/") + CARD_PATH
+    if urlsplit(where).scheme not in ("http", "https"):
+        raise fail(f"--url must be an http(s) URL, got {url!r}")
+    try:
+        response = httpx.get(where, headers={"A2A-Version": "1.0"}, timeout=FETCH_SECONDS)
+    except httpx.HTTPError as exc:
+        raise fail(f"cannot fetch the card at {where}: {exc or type(exc).__name__}") from None
+    if response.status_code != 200:
+        raise fail(f"cannot fetch the card at {where}: it answered {response.status_code}")
+    try:
+        return response.json()
+    except ValueError:
+        raise fail(f"the answer at {where} is not JSON") from None
 
 
 def _agent(slug: str) -> Any:

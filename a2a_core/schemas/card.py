@@ -4,6 +4,11 @@ The SDK's protobuf `AgentCard` is the source of truth for the A2A 1.0 card forma
 whole card with protobuf stops at the first problem, so each top-level field (and each skill
 and interface) is parsed on its own to report every problem in one answer. A 0.3 card (it has
 a top-level `url` and no `supportedInterfaces`) is converted with the SDK's compat layer.
+
+A 1.0 card that also carries the 0.3 fields, as a2a-sdk 1.x servers that serve 0.3 clients
+too serve theirs (and the hub serves its own to a client that sends no `A2A-Version`), is a
+1.0 card: its `supportedInterfaces` say where the agent is, and the 0.3 fields beside them are
+left out (`without_v03_fields`); a 0.3 field whose 1.0 counterpart is missing is converted.
 """
 
 from __future__ import annotations
@@ -178,6 +183,79 @@ def _semantic_problems(card: AgentCard, *, needs_endpoint: bool) -> list[FieldPr
     return problems
 
 
+# The top-level fields of a 0.3 card that a 1.0 card has in another form.
+_V03_FIELDS = (
+    "url",
+    "preferredTransport",
+    "protocolVersion",
+    "additionalInterfaces",
+    "security",
+    "supportsAuthenticatedExtendedCard",
+)
+# A 0.3 security scheme's `type` -> the 1.0 SecurityScheme field that holds it.
+_V10_SCHEMES = {
+    "apiKey": "apiKeySecurityScheme",
+    "http": "httpAuthSecurityScheme",
+    "oauth2": "oauth2SecurityScheme",
+    "openIdConnect": "openIdConnectSecurityScheme",
+    "mutualTLS": "mtlsSecurityScheme",
+}
+
+
+def without_v03_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """A card read as A2A 1.0 without the 0.3 fields served beside its own:
+    the top-level ones (`url`, `preferredTransport`, `protocolVersion`,
+    `additionalInterfaces`, `security`, `supportsAuthenticatedExtendedCard`), a skill's
+    `security`, and a security scheme's 0.3 form next to its 1.0 one. Where the 1.0
+    counterpart is missing, the 0.3 field is converted as the a2a-sdk's card reader does.
+    Anything else is left for the checks to judge; `data` is not changed."""
+    card = {k: v for k, v in data.items() if k not in _V03_FIELDS}
+    if isinstance(data.get("security"), list) and "securityRequirements" not in data:
+        card["securityRequirements"] = _requirements(data["security"])
+    if data.get("supportsAuthenticatedExtendedCard") is True:
+        capabilities = card.get("capabilities")
+        if isinstance(capabilities, dict) and "extendedAgentCard" not in capabilities:
+            card["capabilities"] = {**capabilities, "extendedAgentCard": True}
+    if isinstance(data.get("skills"), list):
+        card["skills"] = [_skill(skill) for skill in data["skills"]]
+    if isinstance(data.get("securitySchemes"), dict):
+        card["securitySchemes"] = {
+            name: _scheme(scheme) for name, scheme in data["securitySchemes"].items()
+        }
+    return card
+
+
+def _requirements(legacy: list[Any]) -> Any:
+    """0.3 `security` ([{scheme: [scopes]}]) as 1.0 `securityRequirements`."""
+    if not all(isinstance(item, dict) for item in legacy):
+        return legacy  # not 0.3's form either: the checks say what is wrong with it
+    return [{"schemes": {name: {"list": scopes} for name, scopes in i.items()}} for i in legacy]
+
+
+def _skill(skill: Any) -> Any:
+    if not isinstance(skill, dict) or "security" not in skill:
+        return skill
+    kept = {k: v for k, v in skill.items() if k != "security"}
+    if "securityRequirements" not in skill and isinstance(skill["security"], list):
+        kept["securityRequirements"] = _requirements(skill["security"])
+    return kept
+
+
+def _scheme(scheme: Any) -> Any:
+    if not isinstance(scheme, dict):
+        return scheme
+    ours = {k: v for k, v in scheme.items() if k in _V10_SCHEMES.values()}
+    if ours:
+        return ours
+    wrapper = _V10_SCHEMES.get(scheme.get("type", ""))
+    if wrapper is None:
+        return scheme
+    body = {k: v for k, v in scheme.items() if k != "type"}
+    if "in" in body:
+        body["location"] = body.pop("in")
+    return {wrapper: body}
+
+
 def _from_v03(data: dict[str, Any]) -> AgentCard:
     try:
         legacy = types_v03.AgentCard.model_validate(data)
@@ -210,7 +288,7 @@ def check_card(data: Any, *, needs_endpoint: bool) -> CheckedCard:
         problems: list[FieldProblem] = []
         kept_at: dict[str, list[int]] = {}
     else:
-        good, problems, kept_at = _field_by_field(data)
+        good, problems, kept_at = _field_by_field(without_v03_fields(data))
         card = AgentCard()
         try:
             ParseDict(good, card)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -12,7 +13,10 @@ from a2a.types.a2a_pb2 import AgentCard
 
 from a2a_core.asyncdb import db
 from a2a_core.services.agents import agent_register
+from tests.a2a_core.cli.helpers import run_cli
+from tests.a2a_core.protocol.helpers import request, send
 from tests.a2a_core.protocol.proto_schema import json_schema
+from tests.agents import ScriptedAgent
 from tests.factories import make_card
 from tests.peers import PeerProcess, peer_python
 
@@ -220,3 +224,82 @@ async def test_discovery_with_a_nul_character_is_a_400_naming_the_parameter(raw,
     assert response.status_code == 400
     violation = response.json()["error"]["details"][0]["fieldViolations"][0]
     assert violation["field"] == param and "U+0000" in violation["description"]
+
+
+# Cards that carry the 0.3 fields beside the 1.0 ones: what a2a-sdk 1.x servers serve when
+# they serve 0.3 clients too, what a2a-adapter (PyPI) serves for a LangGraph agent, and what
+# this hub serves a client that sends no A2A-Version. Each registers as the 1.0 card it is.
+
+V03_FIELDS = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces", "security"}
+
+
+def adapter_card(name: str, url: str) -> dict:
+    """A LangGraph agent's card as a2a-adapter serves it: the 1.0 card, with the top-level
+    `url`, `preferredTransport` and `protocolVersion` a 0.3 client reads added."""
+    return {
+        **make_card(name, url=url),
+        "url": url,
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "1.0",
+    }
+
+
+async def registered(*args: str) -> str:
+    """`manage.py a2a register ARGS` in its own process, as from a shell: its output."""
+    done = await asyncio.to_thread(run_cli, "register", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def served_to_1_0(raw: httpx.AsyncClient, slug: str) -> dict:
+    card = (await raw.get(f"/a2a/{slug}/.well-known/agent-card.json", headers=V1)).json()
+    assert schema_violations(card) == []
+    assert V03_FIELDS.isdisjoint(card)
+    return card
+
+
+async def test_a_langgraph_card_from_a2a_adapter_registers_and_is_served_as_pure_1_0(
+    hub, sdk, raw, tmp_path
+):
+    scripted, _, _ = await hub.endpoint_agent("graph-echo")
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps(adapter_card("langgraph", f"{scripted.url}/")))
+
+    assert "registered langgraph (endpoint" in await registered(str(path))
+
+    card = await served_to_1_0(raw, "langgraph")
+    assert card["supportedInterfaces"][0]["url"] == f"{hub.url}/a2a/langgraph/"
+    _, token = await hub.caller("alpha")
+    task = await send(await sdk("langgraph", token), request("echo through"))
+    assert [p.text for a in task.artifacts for p in a.parts] == ["echo: through"]
+
+
+async def test_register_url_takes_the_card_an_sdk_agent_serving_0_3_too_serves(hub, raw):
+    scripted = ScriptedAgent("compat", version="0.3").start()
+    hub.agents.append(scripted)
+    served = (await raw.get(f"{scripted.url}/.well-known/agent-card.json")).json()
+    assert {"url", "preferredTransport", "supportedInterfaces"} <= served.keys()
+
+    assert "registered compat (endpoint" in await registered("--url", scripted.url)
+
+    await served_to_1_0(raw, "compat")
+
+
+@pytest.mark.parametrize("a2a_version", [None, "1.0"])
+async def test_another_hub_registers_this_hub_s_card_with_its_signature_checked(
+    hub, raw, tmp_path, a2a_version
+):
+    """Hub to hub: this hub's card of an agent, as it serves it to a client that sends no
+    A2A-Version (the 0.3 fields beside) and to a 1.0 client, registers elsewhere, signed."""
+    await hub.register_card(make_card("duc"))
+    headers = {"A2A-Version": a2a_version} if a2a_version else {}
+    card = (await raw.get("/a2a/duc/.well-known/agent-card.json", headers=headers)).json()
+    assert ("url" in card) is (a2a_version is None)
+    path = tmp_path / "duc-at-the-other-hub.json"
+    path.write_text(json.dumps(card))
+
+    out = await registered(str(path), "--slug", "duc-elsewhere")
+
+    assert "card signature: its signature verifies" in out
+    mirrored = await served_to_1_0(raw, "duc-elsewhere")
+    assert mirrored["skills"] == card["skills"]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types.a2a_pb2 import AgentCard
+from google.protobuf.json_format import ParseDict
 
 from a2a_core.errors import ValidationFailed
 from a2a_core.schemas.card import check_card
@@ -119,3 +122,44 @@ def test_malformed_0_3_card_lists_its_problems():
     with pytest.raises(ValidationFailed) as exc:
         check_card({"url": "http://x", "name": "duc"}, needs_endpoint=True)
     assert {"description", "version", "skills"} <= set(problems(exc))
+
+
+def _secured(card: dict) -> dict:
+    card["securitySchemes"] = {
+        "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}},
+        "key": {"apiKeySecurityScheme": {"location": "header", "name": "X-Key"}},
+    }
+    card["securityRequirements"] = [{"schemes": {"bearer": {"list": ["read"]}}}]
+    card["skills"][0]["securityRequirements"] = [{"schemes": {"key": {}}}]
+    card["supportedInterfaces"].append(
+        {"url": "http://127.0.0.1:9/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}
+    )
+    return card
+
+
+def test_a_1_0_card_served_with_its_0_3_fields_beside_is_the_1_0_card():
+    """What an a2a-sdk 1.x server serving 0.3 clients too serves: the 1.0 card merged with
+    its 0.3 view (top-level fields, a skill's `security`, each scheme in both forms)."""
+    pure = _secured(make_card("duc"))
+    served = agent_card_to_dict(ParseDict(pure, AgentCard()))
+    assert {"url", "preferredTransport", "security"} <= served.keys()
+    assert "type" in served["securitySchemes"]["bearer"]
+
+    checked = check_card(served, needs_endpoint=True)
+    assert checked.converted_from is None
+    assert checked.digest == check_card(pure, needs_endpoint=True).digest
+
+
+def test_a_0_3_field_with_no_1_0_counterpart_is_converted():
+    card = make_card("duc")
+    card.update(
+        url="http://127.0.0.1:9/",
+        security=[{"bearer": ["read"]}],
+        securitySchemes={"bearer": {"type": "http", "scheme": "Bearer"}},
+    )
+    checked = check_card(card, needs_endpoint=True)
+    assert checked.data["securityRequirements"] == [{"schemes": {"bearer": {"list": ["read"]}}}]
+    assert checked.data["securitySchemes"] == {
+        "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}
+    }
+    assert "url" not in checked.data
