@@ -3,7 +3,10 @@
     adk_client.py CARD_URL TOKEN MODE CONVERSATION [CONVERSATION ...]
 
 Builds a RemoteA2aAgent from the card at CARD_URL (sending `Authorization: Bearer TOKEN`
-unless TOKEN is "-"), streaming or not as MODE ("stream" or "send") says. Each CONVERSATION is
+unless TOKEN is "-"), streaming or not as MODE ("stream" or "send") says. With ADK_CARD=object
+in the environment the card is read first (the a2a-sdk's A2ACardResolver, on the same HTTP
+client) and the RemoteA2aAgent is given the card rather than its URL: ADK's way for a card
+whose interfaces are not all at the card's own origin. Each CONVERSATION is
 texts separated by "|", run one after another in an in-memory session of their own, so later
 texts continue the conversation the way ADK does. Prints one JSON line per event the runner
 yields: {"conversation", "turn", "event"}, the event as ADK dumps it less what is fresh per run
@@ -14,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+from urllib.parse import urlsplit
 
 import httpx
-from a2a.client import ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from google.adk.agents.remote_a2a_agent import RemoteA2aAgent
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -30,7 +35,12 @@ async def main(card_url: str, token: str, mode: str, *conversations: str) -> Non
     headers = {"Authorization": f"Bearer {token}"} if token != "-" else {}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         factory = ClientFactory(ClientConfig(httpx_client=http, streaming=mode == "stream"))
-        agent = RemoteA2aAgent(name="remote", agent_card=card_url, a2a_client_factory=factory)
+        card: object = card_url
+        if os.environ.get("ADK_CARD") == "object":
+            parts = urlsplit(card_url)
+            resolver = A2ACardResolver(http, f"{parts.scheme}://{parts.netloc}", parts.path)
+            card = await resolver.get_agent_card()
+        agent = RemoteA2aAgent(name="remote", agent_card=card, a2a_client_factory=factory)
         sessions = InMemorySessionService()
         runner = Runner(app_name="side-by-side", agent=agent, session_service=sessions)
         for number, conversation in enumerate(conversations):

@@ -73,16 +73,21 @@ def by_conversation(lines: list[dict[str, Any]], count: int) -> list[Any]:
 
 
 async def side_by_side(
-    hub: Any, peer_name: str, script: str, *args: str, version: str = "1.0"
+    hub: Any,
+    peer_name: str,
+    script: str,
+    *args: str,
+    version: str = "1.0",
+    env: dict[str, str] | None = None,
 ) -> tuple[Any, Any]:
     """What `script` of the peer prints given the scripted agent's card URL and "-" (no token),
     and given the agent's card at the hub and a caller's hub token, `args` following (both run
-    at once, against the same agent)."""
+    at once, against the same agent, with `env` added to their environment)."""
     agent, _, _ = await hub.endpoint_agent("scripted", version=version)
     _, token = await hub.caller("user")
     python = peer(peer_name)
-    direct = PeerProcess(python, script, f"{agent.url}{CARD}", "-", *args)
-    through = PeerProcess(python, script, f"{hub.url}/a2a/scripted{CARD}", token, *args)
+    direct = PeerProcess(python, script, f"{agent.url}{CARD}", "-", *args, env=env)
+    through = PeerProcess(python, script, f"{hub.url}/a2a/scripted{CARD}", token, *args, env=env)
     outputs = json_lines(direct.run()), json_lines(through.run())
     # Every call reached the agent in its own protocol version, from the client and the hub.
     calls = [r for r in agent.state.requests if "content-type" in r]
@@ -107,6 +112,36 @@ async def test_adk_remote_a2a_agent_shows_the_same_events_through_the_hub(hub, m
     ]
     assert shown[0]["function_call"]["args"] == {"input_required": "what colour?"}
     assert shown[1:] == [{"text": "answer: blue"}]
+
+
+@pytest.mark.parametrize("mode", ["send", "stream"])
+async def test_adk_given_the_card_shows_the_same_events_through_the_hub_with_grpc_on(
+    grpc_hub, hub_grpc_port, mode
+):
+    """With its gRPC port on, the hub's cards list its gRPC interface as the spec writes one,
+    `host:port`, on a port of its own. ADK 2.13 refuses, by design, a card it fetched itself
+    whose interfaces are not all at the card's own origin (scheme, host and port) — the case
+    it documents passing the card for; given the card, it calls through the hub and shows
+    what it shows calling the agent directly."""
+    await grpc_hub.endpoint_agent("other")
+    _, token = await grpc_hub.caller("someone")
+    by_url = PeerProcess(
+        peer("adk"), "adk_client.py", f"{grpc_hub.url}/a2a/other{CARD}", token, mode, "echo hi"
+    )
+    [refused] = [json.loads(line)["event"] for line in by_url.run().splitlines() if line[:1] == "{"]
+    assert "Agent card RPC URL must" in refused["error_message"]
+    assert refused["error_message"].endswith(f"127.0.0.1:{hub_grpc_port}")
+
+    direct, through = await side_by_side(
+        grpc_hub, "adk", "adk_client.py", mode, *CONVERSATIONS, env={"ADK_CARD": "object"}
+    )
+
+    count = len(CONVERSATIONS)
+    straight, relayed = by_conversation(direct, count), by_conversation(through, count)
+    for text, one, other in zip(CONVERSATIONS, straight, relayed, strict=True):
+        assert other == one, text
+    shown = [p for line in relayed[0] for p in line["event"].get("content", {}).get("parts", [])]
+    assert {"text": "echo: hi"} in shown
 
 
 @pytest.mark.parametrize("mode", ["send", "stream"])
