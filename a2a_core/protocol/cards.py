@@ -1,16 +1,21 @@
 """Agent cards as the hub serves them: every interface points at the hub, which adds its
 bearer security scheme; and the hub's own card.
 
-Each card is served in two views, told apart by the request's `A2A-Version` header (the
-a2a-sdk 1.x client sends `1.0` with every request, its card fetch included; 0.3 clients send
-none, and the spec reads a missing header as 0.3):
+Each card is served in two views, told apart by the request's `A2A-Version` (a header, or the
+query parameter A2A 1.0 allows instead); the spec reads a request without one as 0.3:
 - `A2A-Version: 1.x` (any version from 1 up): the A2A 1.0 `AgentCard` exactly, nothing else,
   signed by the hub (`signatures`, see `a2a_core.protocol.signing`);
-- no header, or a 0.x version: the same card with the 0.3 fields added (`url`,
-  `preferredTransport`, `protocolVersion`, `additionalInterfaces`, 0.3-style `security`), so
-  a 0.3 client finds every interface, REST included, and a 1.x client that sent no header
-  still reads `supportedInterfaces`. It carries the 1.0 card's signature: a 1.x client that
-  reads this view drops the 0.3 fields and verifies it; the 0.3 fields are not covered.
+- no version, or a 0.x one: the same card with the 0.3 fields added (`url`,
+  `preferredTransport`, `protocolVersion`, `additionalInterfaces`, 0.3-style `security`), as
+  an a2a-sdk 1.x server that also serves 0.3 clients serves its card to everyone. It carries
+  the 1.0 card's signature: a 1.x client that reads this view drops the 0.3 fields and
+  verifies it; the 0.3 fields are not covered.
+What clients send decides it: the a2a-sdk 1.x `ClientFactory` (and Google ADK, which uses it)
+sends `A2A-Version: 1.0` with its card fetch; the a2a-sdk 0.3 client sends nothing, and needs
+the top-level `url`. A 1.x client that fetches with a bare `A2ACardResolver` (Microsoft Agent
+Framework, say) sends nothing either and reads the 0.3 view as the 1.0 card, as the a2a-sdk
+reads it. A client that sends nothing and accepts only the 1.0 schema cannot be told from a
+0.3 client by its request: it gets the 0.3 view, as from an a2a-sdk server serving 0.3 too.
 """
 
 from __future__ import annotations
@@ -129,9 +134,11 @@ def _body(document: dict[str, Any]) -> Rendered:
 
 
 def speaks_1_0(request: Request) -> bool:
-    """Whether a card request comes from an A2A 1.x client (its `A2A-Version` is 1 or more)."""
+    """Whether a card request comes from an A2A 1.x client: its `A2A-Version` header, else
+    its `A2A-Version` query parameter, is 1 or more."""
+    version = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
     try:
-        return Version(request.headers.get(VERSION_HEADER, "").strip()).major >= 1
+        return Version((version or "").strip()).major >= 1
     except InvalidVersion:  # none (0.3), or not a version: the view every client can read
         return False
 

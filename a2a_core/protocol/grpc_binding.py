@@ -104,6 +104,8 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
     """Who calls whom, as the HTTP gate decides it; raises the A2A error that refuses it."""
     metadata = _metadata(context)
     version = metadata.get(VERSION_HEADER.lower(), "").strip()
+    # VersionNotSupportedError is FAILED_PRECONDITION over gRPC: A2A 1.0.1's mapping (section
+    # 5.4), which replaced 1.0.0's UNIMPLEMENTED; the a2a-sdk 1.x maps it so too.
     if version and _major(version) != 1:
         raise SdkVersionNotSupported(
             f"A2A-Version {version!r} is not supported over gRPC: this hub's gRPC service "

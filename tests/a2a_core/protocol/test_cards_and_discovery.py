@@ -60,12 +60,17 @@ def schema_violations(document: dict) -> list[str]:
     ]
 
 
+@pytest.mark.parametrize("sent_as", ["header", "query parameter"])
 @pytest.mark.parametrize(
     "path", ["/a2a/duc/.well-known/agent-card.json", "/.well-known/agent-card.json"]
 )
-async def test_a_1_0_client_gets_a_card_that_is_exactly_the_1_0_schema(hub, raw, path):
+async def test_a_1_0_client_gets_a_card_that_is_exactly_the_1_0_schema(hub, raw, path, sent_as):
+    """A2A 1.0 lets a client send its A2A-Version as a header or a query parameter."""
     await hub.register_card(make_card("duc"))
-    response = await raw.get(path, headers=V1)
+    if sent_as == "header":
+        response = await raw.get(path, headers=V1)
+    else:
+        response = await raw.get(path, params=V1)
     assert response.headers["vary"] == "A2A-Version"
     assert schema_violations(response.json()) == []
 
