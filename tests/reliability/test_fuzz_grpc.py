@@ -94,7 +94,8 @@ def _plausible(name: str, rng: random.Random) -> Proto:
     tenant = rng.choice(ODD_TENANTS)
     if name in ("SendMessage", "SendStreamingMessage"):
         built = request(
-            rng.choice(["echo junk", "stream 2", "fail no", "reply hi"]), message_id=str(rng.random())
+            rng.choice(["echo junk", "stream 2", "fail no", "reply hi"]),
+            message_id=str(rng.random()),
         )
         if rng.random() < 0.3:
             built.message.ClearField("parts")
