@@ -19,7 +19,7 @@ tenant that cannot be an agent's name is INVALID_ARGUMENT before anything is loo
 request missing a required field is INVALID_ARGUMENT naming the field. Oversized frames and
 metadata are RESOURCE_EXHAUSTED from gRPC itself, an unknown method UNIMPLEMENTED. What a
 caller gets wrong is logged at most as one WARNING line, rate-limited
-(`a2a_core.logging.warn_rate_limited`).
+(`a2a_core.logging.warn_limited`).
 
 Each server process serves gRPC on HUB_GRPC_PORT (several processes share it with
 SO_REUSEPORT, as they share the HTTP port).
@@ -57,7 +57,7 @@ from google.rpc import error_details_pb2, status_pb2
 from packaging.version import InvalidVersion, Version
 
 from a2a_core.delivery.calls import Call
-from a2a_core.logging import get_logger, warn_rate_limited
+from a2a_core.logging import get_logger, warn_limited
 from a2a_core.models import Scope as AgentScope
 from a2a_core.protocol.errors import (
     HUB_ERRORS,
@@ -114,9 +114,7 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
     token = bearer_token(metadata)
     slug = getattr(request, "tenant", "") or None
     if slug is not None and not SLUG_RE.match(slug):
-        warn_rate_limited(
-            log, "grpc-tenant", "gRPC: refused a request whose tenant is no agent's name"
-        )
+        warn_limited(log, "grpc-tenant", "gRPC: refused a request whose tenant is no agent's name")
         raise InvalidParamsError(
             message=f"the request's tenant {_shown(slug)} cannot name an agent at this hub: an "
             "agent's name is 1-64 lowercase letters, digits, '-' or '_' (the tenant of the "
@@ -232,9 +230,13 @@ class HubGrpcHandler(GrpcHandler):
 
 def _with_fields(error: A2AError) -> A2AError:
     """A validation error whose message names the fields at fault (the SDK's says only
-    "Validation failed"; its BadRequest detail, kept, lists them too)."""
+    "Validation failed"; its BadRequest detail, kept, lists them too). A message that already
+    says what each problem is (the hub's own) is kept as it is."""
     problems = (error.data or {}).get("errors") if isinstance(error.data, dict) else None
     if not isinstance(error, InvalidParamsError) or not problems:
+        return error
+    said = [p.get("message", "") for p in problems if isinstance(p, dict)]
+    if all(text and text in error.message for text in said):
         return error
     fields = "; ".join(
         f"{p.get('field') or 'request'}: {p.get('message', '')}".rstrip(": ")
@@ -289,7 +291,7 @@ async def _read(
         return request_type.FromString(raw)
     except message.DecodeError as exc:
         name = request_type.DESCRIPTOR.full_name
-        warn_rate_limited(log, "grpc-undecodable", "gRPC: refused a frame that is not a %s", name)
+        warn_limited(log, "grpc-undecodable", f"gRPC: refused a frame that is not a {name}")
         # protobuf's text names the type too: "Error parsing message with type '...': why".
         why = str(exc).rpartition("': ")[2] or "not protobuf"
         error = InvalidRequestError(message=f"the request is not a valid {name}: {why}")

@@ -47,7 +47,7 @@ TOLD = {
     grpc.StatusCode.RESOURCE_EXHAUSTED,
     grpc.StatusCode.UNIMPLEMENTED,
 }
-# The most warnings of one kind a minute (a2a_core.logging.warn_rate_limited).
+# The most warnings of one kind a minute (a2a_core.logging.warn_limited).
 WARNINGS_A_MINUTE = 10
 ODD_TENANTS = ["echo"] * 8 + [
     "",

@@ -31,11 +31,14 @@ def cli_environment() -> dict[str, str]:
 MANAGE = [sys.executable, str(Path(__file__).resolve().parents[3] / "manage.py")]
 
 
-def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`manage.py a2a ...` in its own process, as from a shell."""
+def run_cli(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`manage.py a2a ...` in its own process, as from a shell (with `env` added to its
+    environment)."""
     return subprocess.run(
         [*MANAGE, "a2a", *args],
-        env=cli_environment(),
+        env={**cli_environment(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

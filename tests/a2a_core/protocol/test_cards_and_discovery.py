@@ -249,9 +249,9 @@ def adapter_card(name: str, url: str) -> dict:
     }
 
 
-async def registered(*args: str) -> str:
+async def registered(*args: str, env: dict[str, str] | None = None) -> str:
     """`manage.py a2a register ARGS` in its own process, as from a shell: its output."""
-    done = await asyncio.to_thread(run_cli, "register", *args)
+    done = await asyncio.to_thread(run_cli, "register", *args, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -295,7 +295,8 @@ async def test_another_hub_registers_this_hub_s_card_with_its_signature_checked(
     hub, raw, tmp_path, a2a_version
 ):
     """Hub to hub: this hub's card of an agent, as it serves it to a client that sends no
-    A2A-Version (the 0.3 fields beside) and to a 1.0 client, registers elsewhere, signed."""
+    A2A-Version (the 0.3 fields beside) and to a 1.0 client, registers elsewhere, signed: the
+    other hub pins this hub's JWKS as a card signer."""
     await hub.register_card(make_card("duc"))
     headers = {"A2A-Version": a2a_version} if a2a_version else {}
     card = (await raw.get("/a2a/duc/.well-known/agent-card.json", headers=headers)).json()
@@ -303,7 +304,8 @@ async def test_another_hub_registers_this_hub_s_card_with_its_signature_checked(
     path = tmp_path / "duc-at-the-other-hub.json"
     path.write_text(json.dumps(card))
 
-    out = await registered(str(path), "--slug", "duc-elsewhere")
+    pinned = {"HUB_CARD_SIGNER_JWKS": f"{hub.url}/.well-known/jwks.json"}
+    out = await registered(str(path), "--slug", "duc-elsewhere", env=pinned)
 
     assert "card signature: its signature verifies" in out
     mirrored = await served_to_1_0(raw, "duc-elsewhere")
