@@ -46,6 +46,10 @@ class Message(models.Model):
     reference_task_ids = models.JSONField(default=list, blank=True)
     # Requests: what makes a retry the same message (`services.digest.message_digest`).
     digest = models.CharField(max_length=64, blank=True)
+    # Requests: how many earlier copies of it (the same caller, messageId and digest) were
+    # sent before and their tasks moved on, so that this copy is new work, not their retry
+    # (`selectors.message_retries.message_earlier_copies`).
+    repeat = models.PositiveSmallIntegerField(default=0)
     # The metadata of the SendMessageRequest that carried it: a delivery after an approval
     # or a redirect sends it on to the agent as the caller sent it.
     request_metadata = models.JSONField(default=dict, blank=True)
@@ -120,9 +124,10 @@ class Message(models.Model):
         constraints = [
             # A retry (same caller, messageId, target and content: the digest) is the same
             # message — unless the policy refused the first attempt: then the retry is judged
-            # (and recorded) anew. A reused messageId with anything else is a new message.
+            # (and recorded) anew, or the first one's task has moved on: then it is the next
+            # `repeat`. A reused messageId with anything else is a new message.
             models.UniqueConstraint(
-                fields=["sender", "message_id", "digest"],
+                fields=["sender", "message_id", "digest", "repeat"],
                 condition=models.Q(direction="request", sender__isnull=False)
                 & ~models.Q(decision="reject"),
                 name="message_idempotent_per_sender",

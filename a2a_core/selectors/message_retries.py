@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from a2a_core.models import Agent, Decision, Direction, Message, Task
+from a2a_core.models import Agent, Decision, Direction, Message, Task, TaskState
 from a2a_core.schemas.a2a import envelope_part_indexes
 from a2a_core.selectors.task_wire import message_view, task_view
 
@@ -21,23 +21,28 @@ class RetryKey(NamedTuple):
 
 
 class EarlierCopy(NamedTuple):
-    """The first copy of a message a retry repeats: enough to answer the retry as the first
-    call was answered."""
+    """The last copy of a message sent before: enough to answer a retry as the first call
+    was answered, or, when its task has moved on, to record the message as new work."""
 
     pk: int
     created_at: datetime
     kind: str
     envelope: dict[str, Any] | None
     task_id: str
+    repeat: int
+    # The caller has moved the copy's task on (`_moved_on`): the message is new work.
+    moved_on: bool = False
 
 
 def message_earlier_copies(*, keys: set[RetryKey]) -> dict[RetryKey, EarlierCopy]:
-    """The earlier copies these keys repeat (refused copies and copies without a task are
-    not repeated: such a message is taken as new), by key."""
+    """The last earlier copy of each key (the highest `repeat`), by key. A refused copy and a
+    copy without a task count for nothing: such a message is taken as new. A copy whose task
+    the caller has moved on from is `moved_on`: the message is new work too, recorded as the
+    copy's next `repeat`."""
     if not keys:
         return {}
-    earlier = {}
-    for pk, created_at, kind, envelope, task_id, sender_id, message_id, digest in (
+    earlier: dict[RetryKey, EarlierCopy] = {}
+    for pk, created_at, kind, envelope, task_id, repeat, sender_id, message_id, digest in (
         Message.objects.filter(
             direction=Direction.REQUEST,
             sender_id__in={k.sender_pk for k in keys},
@@ -46,13 +51,55 @@ def message_earlier_copies(*, keys: set[RetryKey]) -> dict[RetryKey, EarlierCopy
         )
         .exclude(decision=Decision.REJECT)
         .values_list(
-            "pk", "created_at", "kind", "envelope", "task_id", "sender_id", "message_id", "digest"
+            "pk",
+            "created_at",
+            "kind",
+            "envelope",
+            "task_id",
+            "repeat",
+            "sender_id",
+            "message_id",
+            "digest",
         )
     ):
         found = RetryKey(sender_id, message_id, digest)
         if found in keys and task_id is not None:
-            earlier[found] = EarlierCopy(pk, created_at, kind, envelope, task_id)
-    return earlier
+            last = earlier.get(found)
+            if last is None or repeat > last.repeat:
+                earlier[found] = EarlierCopy(pk, created_at, kind, envelope, task_id, repeat)
+    moved_on = _moved_on(earlier)
+    return {
+        key: copy._replace(moved_on=True) if key in moved_on else copy
+        for key, copy in earlier.items()
+    }
+
+
+def _moved_on(copies: dict[RetryKey, EarlierCopy]) -> set[RetryKey]:
+    """The copies whose task has moved on since: the same caller has sent that task another
+    message after the copy (it named the task, so it had the copy's answer, which alone told
+    it the task's id), or the task was canceled (its work stopped). The copy's messageId and
+    content sent again after that are not a retry of a lost answer but new work, as they are
+    calling an a2a-sdk agent directly (the conformance suite reuses one messageId per session
+    this way). Reading the task (GetTask, SubscribeToTask) moves nothing on: a caller that
+    lost an answer may look before it sends again."""
+    if not copies:
+        return set()
+    task_ids = {copy.task_id for copy in copies.values()}
+    canceled = set(
+        Task.objects.filter(pk__in=task_ids, state=TaskState.CANCELED).values_list("pk", flat=True)
+    )
+    latest: dict[tuple[str, int], int] = {}
+    for task_id, sender_id, pk in Message.objects.filter(
+        direction=Direction.REQUEST,
+        task_id__in=task_ids,
+        sender_id__in={key.sender_pk for key in copies},
+    ).values_list("task_id", "sender_id", "pk"):
+        latest[(task_id, sender_id)] = max(pk, latest.get((task_id, sender_id), 0))
+    return {
+        key
+        for key, copy in copies.items()
+        if copy.task_id in canceled or latest.get((copy.task_id, key.sender_pk), 0) > copy.pk
+    }
 
 
 def request_answered_by(*, caller: Agent, target: Agent, message: dict[str, Any]) -> str | None:

@@ -122,6 +122,8 @@ class _Plan:
     remote_context_id: str
     facts: Facts
     digest: str
+    # Earlier copies whose tasks moved on (`message_earlier_copies`): this one is new work.
+    repeat: int = 0
     row: Message | None = None
     judged: Judged | None = None
 
@@ -216,6 +218,7 @@ def _row(plan: _Plan, task: Task | None, judged: Judged) -> Message:
         sender=item.caller,
         target=item.target,
         digest=plan.digest,
+        repeat=plan.repeat,
         request_metadata=item.request_metadata,
         recipients=[item.target.slug],
         correlation_id=str(
@@ -257,8 +260,9 @@ def accept_batch(
     message is recorded with the decision, including those it refuses (their callers get a
     `PolicyRejected`). A retry — the same caller, messageId, target and content as a message
     accepted before (the same `message_digest`) — records nothing and is `duplicate`, with the
-    first message's task; a reused messageId with another target, taskId or content is a new
-    message. With `find_duplicates` off, a retry is left to the unique constraint: the insert
+    first message's task, unless the caller has moved that task on since (answered or canceled
+    it: see `message_earlier_copies`); a reused messageId with another target, taskId or
+    content is a new message. With `find_duplicates` off, a retry is left to the unique constraint: the insert
     fails with IntegrityError and the caller replays the batch with it on.
     """
     results: list[Accepted | HubError | None] = [None] * len(items)
@@ -309,7 +313,7 @@ def _check_and_place(
     """Check each message and place it in a task, in order. A retry of an earlier message
     and a refused message are answered in `results` at once; a second copy within the batch
     is a `_Repeat` of the first."""
-    earlier_tasks = Task.objects.in_bulk([found.task_id for found in earlier.values()])
+    earlier_tasks = Task.objects.in_bulk([c.task_id for c in earlier.values() if not c.moved_on])
     plans: list[_Plan] = []
     first_in_batch: dict[RetryKey, _Plan] = {}
     repeats: list[_Repeat] = []
@@ -322,8 +326,8 @@ def _check_and_place(
             timeout = message_timeout(hub)
             digest = message_digest(item.message, target_pk=item.target.pk)
             key = RetryKey(item.caller.pk, str(item.message["messageId"]), digest)
-            if key in earlier:
-                found = earlier[key]
+            found = earlier.get(key)
+            if found is not None and not found.moved_on:
                 results[i] = _accepted(
                     earlier_tasks[found.task_id], found, timeout=timeout, duplicate=True
                 )
@@ -357,6 +361,7 @@ def _check_and_place(
             remote_context_id=placed.remote_context_id,
             facts=_facts(item, placed.task, placed.created, kind, envelope),
             digest=key.digest,
+            repeat=found.repeat + 1 if found is not None else 0,
         )
         plans.append(plan)
         first_in_batch[key] = plan

@@ -1,6 +1,6 @@
 """Retries: the same caller sending the same messageId to the same agent with the same content
-gets exactly the first answer back; a reused messageId with anything else is a new message,
-never answered with another task."""
+gets exactly the first answer back; a reused messageId with anything else, or after the caller
+moved the first message's task on, is a new message, never answered with another task."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.types.a2a_pb2 import TaskState
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, TaskState
 
 from a2a_core.asyncdb import db
 from a2a_core.models import Message as MessageRow
 from tests.a2a_core.protocol.helpers import eventually, request, send
+from tests.a2a_core.protocol.test_metadata import direct_client
 
 pytestmark = pytest.mark.live
 
@@ -169,3 +170,62 @@ async def test_identical_calls_at_once_are_one_message_with_one_answer(hub, raw)
     assert all(result == results[0] for result in results)
     assert len(scripted.state.messages) == 1
     assert await request_rows("burst-1") == 1
+
+
+async def _reuse_after_moving_on(client: Any) -> list[tuple[str, str]]:
+    """The conformance suite's use of one messageId per session: a message that leaves its
+    task waiting for input, the task moved on (answered, or canceled), then the same message
+    again, which must start a task waiting for input again. What each answer was, as
+    (which task, its state), tasks named in the order they appeared."""
+    names: dict[str, str] = {}
+    seen: list[tuple[str, str]] = []
+
+    def note(task: Any) -> None:
+        name = names.setdefault(task.id, f"task {len(names) + 1}")
+        seen.append((name, TaskState.Name(task.status.state)))
+
+    asking = request("ask which colour?", message_id="tck-input-required")
+    first = await send(client, asking)
+    note(first)
+    note(await send(client, request("blue", task_id=first.id, message_id="tck-complete")))
+    second = await send(client, asking)
+    note(second)
+    note(await client.cancel_task(CancelTaskRequest(id=second.id)))
+    note(await send(client, asking))
+    return seen
+
+
+async def test_a_message_id_reused_after_its_task_moved_on_is_new_work_as_it_is_directly(hub, sdk):
+    scripted, _, _ = await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+
+    direct = await _reuse_after_moving_on(await direct_client(hub, scripted.url))
+    through_hub = await _reuse_after_moving_on(await sdk("echo", token))
+
+    assert direct == [
+        ("task 1", "TASK_STATE_INPUT_REQUIRED"),
+        ("task 1", "TASK_STATE_COMPLETED"),
+        ("task 2", "TASK_STATE_INPUT_REQUIRED"),
+        ("task 2", "TASK_STATE_CANCELED"),
+        ("task 3", "TASK_STATE_INPUT_REQUIRED"),
+    ]
+    assert through_hub == direct
+    # The agent got each of the four sends once: directly, and through the hub.
+    assert len(scripted.state.messages) == 8
+
+
+async def test_a_retry_before_the_task_moved_on_is_still_a_retry(hub, sdk):
+    # Reading the task (GetTask) is not moving it on: a caller recovering from a lost answer
+    # may read before it sends again.
+    scripted, _, _ = await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+    client = await sdk("echo", token)
+    asking = request("ask which colour?", message_id="ask-1")
+    first = await send(client, asking)
+    await client.get_task(GetTaskRequest(id=first.id))
+
+    again = await send(client, asking)
+
+    assert again.id == first.id
+    assert again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert len(scripted.state.messages) == 1
