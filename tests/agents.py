@@ -10,6 +10,7 @@ stream N [PAUSE]     waits PAUSE seconds (default 0), then N artifact chunks (ap
                      lastChunk on the last), then completed
 fail REASON          failed with REASON
 reply TEXT           answers with a Message (no task)
+slowreply SECONDS    waits, then answers with a Message (no task)
 delegate AGENT TEXT  calls AGENT through the hub as a child of this task, then completes
                      with its answer
 hang                 never answers
@@ -112,6 +113,10 @@ class ScriptedExecutor(AgentExecutor):
         self.state.request_metadata.append(context.metadata)
         text = get_message_text(message)
         command, _, rest = text.partition(" ")
+        if command == "slowreply":
+            await asyncio.sleep(float(rest or 1))
+            await event_queue.enqueue_event(new_text_message("done", role=Role.ROLE_AGENT))
+            return
         if command in ("reply", "metareply"):
             answer = new_text_message(f"reply: {rest}", role=Role.ROLE_AGENT)
             if command == "metareply":

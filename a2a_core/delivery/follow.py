@@ -10,8 +10,12 @@ needs input, or its deadline passes.
 
 A task whose remote id the hub never learned (its process stopped before the agent answered)
 is looked up by the context the hub sent it in (`ListTasks`): found, it is recorded as the
-agent has it and followed; not found, the agent never received it, and only then does the
-task fail saying to send it again.
+agent has it and followed. Not found, the task fails, and says only what the hub knows: that
+the agent never received it (send it again) when the agent keeps a task for what it receives
+(its earlier answers were tasks, never a Message); otherwise — it answers with Messages and
+keeps no task, or it has not answered anything yet, or it cannot be asked — that whether it
+received it is unknown. The status message says which in `metadata.a2aHub.delivery`
+("notReceived" or "unknown").
 
 Followers hold no database connection while they wait. Each followed task has one follower
 across all processes (a lease in `TaskFollow`, see `a2a_core.services.follow`); a process
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -57,9 +61,20 @@ POLL_MAX = 1.5
 CALL_SECONDS = 10.0
 # Tasks one pass of the follow loop takes over.
 CLAIM_LIMIT = 50
+# After a task's deadline and HUB_ABANDONED_GRACE_SECONDS: the sweep and follow passes that
+# hand it over, and a lookup at the agent (ListTasks in a context or two, or a last GetTask).
+SETTLE_SECONDS = 3 * CALL_SECONDS + 2.0
 
 # task id -> (its follower, the claim it holds)
 _followers: dict[str, tuple[asyncio.Task[None], str]] = {}
+
+
+def settles_by(deadline: datetime) -> float:
+    """When (a `time.time()`) an endpoint agent's task with this deadline is settled at the
+    latest — ended, or needing input — also when the server process delivering it stopped: by
+    its deadline the process gives it up; past it and the grace period the sweeper hands it
+    to a follower, who asks the agent how it went (`_find`, `_last_look`)."""
+    return deadline.timestamp() + settings.HUB_ABANDONED_GRACE_SECONDS + SETTLE_SECONDS
 
 
 def _lease() -> timedelta:
@@ -233,8 +248,10 @@ async def _subscribe(
 async def _find(task: Followed, headers: dict[str, str]) -> str:
     """The agent's id of a task the hub sent but never learned the answer to: looked up in
     the contexts it was sent in, and recorded as the agent has it. When the agent does not
-    have it, or cannot say, the task fails saying so; the result is then ''."""
+    have it, or cannot say, the task fails saying what is known; the result is then ''."""
     agent = task.agent
+    lost = "the hub lost this delivery (its server process stopped)"
+    delivery = UNKNOWN
     try:
         for context_id in task.context_ids:
             listed = await forwarder().list_tasks(
@@ -249,21 +266,39 @@ async def _find(task: Followed, headers: dict[str, str]) -> str:
         reason = f"{agent.slug} {exc.message}"
     except AgentRefused as exc:
         reason = (
-            f"the hub lost this delivery (its server process stopped) and {agent.slug} cannot "
-            f"say whether it received it (ListTasks: {exc.error.message})"
+            f"{lost} and {agent.slug} cannot say whether it received it "
+            f"(ListTasks: {exc.error.message})"
         )
     except (AgentTimeout, TargetUnavailable) as exc:
-        reason = (
-            f"the hub lost this delivery (its server process stopped) and could not ask "
-            f"{agent.slug} how it went: {agent.slug} {exc.message}"
-        )
+        reason = f"{lost} and could not ask {agent.slug} how it went: {agent.slug} {exc.message}"
     else:
-        reason = (
-            f"the hub lost this delivery before {agent.slug} received it (its server process "
-            "stopped); send it again"
-        )
-    await _fail(task.task_id, reason)
+        reason, delivery = _not_found(task)
+    await _record(Failure(task.task_id, reason, delivery=delivery))
     return ""
+
+
+UNKNOWN, NOT_RECEIVED = "unknown", "notReceived"
+
+
+def _not_found(task: Followed) -> tuple[str, str]:
+    """Why a lost delivery the agent has no task for failed, and whether the agent received
+    it: only an agent that keeps a task for what it receives (its answers so far were tasks,
+    never a Message) would have one, so only then is it known not to have received it."""
+    slug = task.agent.slug
+    lost = "the hub lost this delivery (its server process stopped)"
+    if task.keeps_tasks:
+        return f"{lost} before {slug} received it; send it again", NOT_RECEIVED
+    if task.keeps_tasks is False:
+        return (
+            f"{lost}; {slug} keeps no task (it answers with a Message), so whether it "
+            "received this is unknown",
+            UNKNOWN,
+        )
+    return (
+        f"{lost}; {slug} has no task for it and has not answered the hub before, so whether "
+        "it received this is unknown",
+        UNKNOWN,
+    )
 
 
 def _match(listed: list[dict[str, Any]], task: Followed) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 from a2a.types.a2a_pb2 import Message, SendMessageRequest, Task
 from a2a.utils.errors import UnsupportedOperationError
@@ -34,6 +35,7 @@ from a2a_core.delivery.calls import (
 )
 from a2a_core.delivery.endpoint import forwarder
 from a2a_core.delivery.follow import follow as follow_to_end
+from a2a_core.delivery.follow import settles_by
 from a2a_core.delivery.pump import start_pump
 from a2a_core.delivery.slots import Dequeued
 from a2a_core.delivery.streams import follow, trace_inbox_forward
@@ -43,6 +45,7 @@ from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.selectors.message_retries import (
     message_duplicate_view,
     message_retry_answer,
+    message_retry_wait,
     request_answered_by,
 )
 from a2a_core.services.fanout import NotFanOut, fanout_accept
@@ -172,11 +175,14 @@ async def _answer_retry(
     accepted: Accepted, *, blocking: bool, history_length: int | None
 ) -> Task | Message:
     """A retry gets what the first call answered: the agent's direct Message again, or the
-    task as it is now. A blocking retry of a call still in flight waits like the first call
-    (at most the call's timeout) for the task to end or need input, rather than answering
-    with the task as it was submitted."""
+    task as it is now. A blocking retry of a call still in flight waits for the task to end
+    or need input, as the spec says a blocking call does: an endpoint agent's task until the
+    hub has settled it (`settles_by`: its deadline, and after a lost server process the time
+    the hub takes to ask the agent how it went), an inbox agent's at most the call's timeout
+    like the first call. An endpoint agent's task still unsettled then is the
+    `TargetUnavailable` error, never the task as it was submitted."""
     if blocking:
-        await _await_answer(accepted)
+        await _await_settled(accepted)
     answer = await db(
         message_retry_answer,
         task_id=accepted.task_id,
@@ -207,13 +213,31 @@ async def _answer_to_request(call: Call, message: Message) -> Task | None:
     return wire_task(await db(message_duplicate_view, task_id=task_id, history_length=None))
 
 
-async def _await_answer(accepted: Accepted) -> None:
-    """Wait (at most the call's timeout) until an inbox agent's task ends or needs input. The
-    agent may take longer: the caller then gets the task as it is and follows it."""
+async def _await_answer(accepted: Accepted, seconds: float | None = None) -> bool:
+    """Wait (at most `seconds`, by default the call's timeout) until the task ends or needs
+    input; False if it did not. An inbox agent may take longer: the caller then gets the task
+    as it is and follows it."""
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(accepted.timeout):
+        async with asyncio.timeout(accepted.timeout if seconds is None else seconds):
             async for _ in follow(accepted.task_id, after=0, stop_on_interrupt=True):
                 pass
+            return True
+    return False
+
+
+async def _await_settled(accepted: Accepted) -> None:
+    """Wait for the task of a blocking retry to end or need input (see `_answer_retry`)."""
+    task = await db(message_retry_wait, task_id=accepted.task_id)
+    if task.endpoint and task.deadline is not None:
+        seconds = max(settles_by(task.deadline) - time.time(), accepted.timeout)
+        if not await _await_answer(accepted, seconds):
+            raise TargetUnavailable(
+                f"the hub does not know yet how {task.agent} ended this message's task; "
+                f"ask for it with GetTask (task {accepted.task_id})",
+                details={"agent": task.agent, "taskId": accepted.task_id},
+            )
+        return
+    await _await_answer(accepted)
 
 
 async def _forward_blocking(

@@ -3,10 +3,20 @@ answered with, and the request a `response` answers."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
-from a2a_core.models import Agent, Decision, Direction, Message, Task, TaskState
+from django.conf import settings
+
+from a2a_core.models import (
+    Agent,
+    Decision,
+    DeliveryMode,
+    Direction,
+    Message,
+    Task,
+    TaskState,
+)
 from a2a_core.schemas.a2a import envelope_part_indexes
 from a2a_core.selectors.task_wire import message_view, task_view
 
@@ -155,3 +165,21 @@ def message_retry_answer(
     view = message_view(direct, task)
     del view["taskId"]
     return RetryAnswer("message", view)
+
+
+class RetryWait(NamedTuple):
+    """What a blocking retry waits on: the task's agent, whether it is an endpoint agent
+    (whose tasks the hub settles by their deadline), and that deadline."""
+
+    agent: str
+    endpoint: bool
+    deadline: datetime | None
+
+
+def message_retry_wait(*, task_id: str) -> RetryWait:
+    task = Task.objects.select_related("target").get(pk=task_id)
+    deadline = task.deadline
+    endpoint = task.target.delivery_mode == DeliveryMode.ENDPOINT
+    if endpoint and deadline is None:
+        deadline = task.created_at + timedelta(seconds=settings.HUB_FORWARD_TIMEOUT)
+    return RetryWait(task.target.slug, endpoint, deadline)

@@ -23,6 +23,7 @@ from a2a_core.models import (
     Agent,
     DeliveryMode,
     Direction,
+    Message,
     Task,
     TaskFollow,
 )
@@ -125,6 +126,28 @@ class Followed:
     known_remote_ids: set[str]
     deadline: datetime
     trace_id: str
+    # Whether the agent keeps a task for what it receives, as far as its earlier answers at
+    # the hub show: True when it has answered with tasks and never with a Message, False when
+    # it has answered with a Message (no task), None when it has answered nothing yet.
+    keeps_tasks: bool | None = None
+
+
+# How many of an agent's latest answers say whether it keeps tasks (a bounded read).
+RECENT_ANSWERS = 50
+
+
+def _keeps_tasks(agent: Agent) -> bool | None:
+    """What the agent's latest answers at the hub say about whether it keeps a task for what
+    it receives (see `Followed.keeps_tasks`)."""
+    replies = Message.objects.filter(sender=agent, direction=Direction.REPLY).order_by(
+        "-created_at"
+    )
+    latest = list(replies.values_list("in_reply_to_id", flat=True)[:RECENT_ANSWERS])
+    if any(request is not None for request in latest):
+        return False
+    tasks = Task.objects.filter(target=agent).order_by("-status_timestamp")
+    remote_ids = tasks.values_list("remote_task_id", flat=True)[:RECENT_ANSWERS]
+    return True if any(remote_ids) else None
 
 
 def followed(*, task_id: str) -> Followed | None:
@@ -142,7 +165,9 @@ def followed(*, task_id: str) -> Followed | None:
         )
     known: set[str] = set()
     message_ids: list[str] = []
+    keeps_tasks: bool | None = None
     if not task.remote_task_id:
+        keeps_tasks = _keeps_tasks(task.target)
         known = set(
             Task.objects.filter(target_id=task.target_id, remote_context_id__in=context_ids)
             .exclude(pk=task.pk)
@@ -163,4 +188,5 @@ def followed(*, task_id: str) -> Followed | None:
         known_remote_ids=known,
         deadline=deadline,
         trace_id=task.trace_id,
+        keeps_tasks=keeps_tasks,
     )

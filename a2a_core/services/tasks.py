@@ -25,6 +25,7 @@ from a2a_core.models import (
 )
 from a2a_core.models.task import new_id
 from a2a_core.schemas.a2a import (
+    HUB_METADATA,
     envelope_part_indexes,
 )
 from a2a_core.selectors.task_wire import state_from_wire, status_update, task_view
@@ -67,11 +68,14 @@ class Reply:
 
 @dataclass(frozen=True)
 class Failure:
-    """The hub gives up on a task (agent down, timeout, lost worker, canceled)."""
+    """The hub gives up on a task (agent down, timeout, lost worker, canceled). `delivery`,
+    when the hub lost the delivery with a server process: whether the agent received it,
+    "unknown" or "notReceived", in the status message's `metadata.a2aHub.delivery`."""
 
     task_id: str
     reason: str
     state: str = TaskState.FAILED
+    delivery: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,8 @@ def _apply(work: UnitOfWork, op: Record) -> Any:
             "taskId": task.pk,
             "contextId": task.context_id,
         }
+        if op.delivery:
+            task.status_message["metadata"] = {HUB_METADATA: {"delivery": op.delivery}}
         task.status_timestamp = timezone.now()
         task.reason = op.reason
         rec.event(TaskEventKind.STATUS, status_update(task), op.state)

@@ -6,6 +6,10 @@ inbox agent's websocket is killed a third of the way through. Afterwards the hub
 without a restart, every acknowledged message is stored exactly once (also when the caller
 sends again what got no answer), no task is left open past its deadline and grace, every
 delivery reaches the inbox agent, and every task the agent completed is completed at the hub.
+
+And calls in flight to an agent that answers with a Message and keeps no task: those the
+killed worker had delivered are recorded as of unknown outcome (never "send it again"), and a
+blocking retry of each gets a final answer, with no work done twice.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from django.db import connection
 
 from a2a_core.asyncdb import db
 from a2a_core.models import ACTIVE_STATES, Delivery, Message, Task
+from a2a_core.models import TaskState as State
 from a2a_core.services.agents import agent_register
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.cli.test_serve_supervisor import Scaled
@@ -263,3 +268,101 @@ async def _completed_at_agent(url: str) -> set[str]:
             token = page.get("nextPageToken", "")
             if not token:
                 return completed
+
+
+IN_FLIGHT = 8
+FINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+
+
+def slow_reply(i: int) -> dict[str, Any]:
+    """A blocking call the agent answers with a Message (no task) 4 s after it receives it."""
+    message = {
+        "messageId": f"r-{i}",
+        "role": "ROLE_USER",
+        "parts": [{"text": "slowreply 4"}],
+        "metadata": {"a2aHub": {"timeoutSeconds": 8}},
+    }
+    return {"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {"message": message}}
+
+
+async def test_calls_a_killed_worker_delivered_to_an_agent_keeping_no_task_are_of_unknown_outcome(
+    scaled,
+):
+    agent = ScriptedAgent("replier")
+    registration = await db(agent_register, card=agent.card_json)
+    agent.start(hub_url=scaled.url, token=registration.token or "")
+    try:
+        caller = (await db(register, "alpha")).token or ""
+        await _kill_with_replies_in_flight(scaled, agent, caller)
+    finally:
+        agent.stop()
+
+
+async def _kill_with_replies_in_flight(scaled: Scaled, agent: ScriptedAgent, caller: str) -> None:
+    workers = await asyncio.to_thread(scaled.listening_workers)
+    url = f"{scaled.url}/a2a/replier/"
+    headers = {"Authorization": f"Bearer {caller}", "A2A-Version": "1.0"}
+    # One connection a call, so that both workers hold some of them.
+    clients = [httpx.AsyncClient(headers=headers, timeout=60) for _ in range(IN_FLIGHT)]
+    try:
+        calls = [
+            asyncio.ensure_future(client.post(url, json=slow_reply(i)))
+            for i, client in enumerate(clients)
+        ]
+
+        async def all_received() -> bool:
+            return len(agent.state.messages) == IN_FLIGHT
+
+        await eventually(all_received, within=30)
+        # The agent has every call and answers each 4 s later: kill the worker holding most.
+        held = owner_counts(workers, sockets_on(scaled.port, ESTABLISHED))
+        print(f"\nconnections per worker: {dict(held)}")
+        [(doomed, _)] = held.most_common(1)
+        os.kill(doomed, signal.SIGKILL)
+        results = await asyncio.gather(*calls, return_exceptions=True)
+    finally:
+        for client in clients:
+            await client.aclose()
+    lost = [i for i, r in enumerate(results) if isinstance(r, httpx.TransportError)]
+    answered = [r.json()["result"] for r in results if isinstance(r, httpx.Response)]
+    print(f"\n{len(lost)} calls lost with worker {doomed}, {len(answered)} answered")
+    assert lost, f"no call was lost with the killed worker: {results}"
+    assert [a["message"]["parts"] for a in answered] == [[{"text": "done"}]] * len(answered)
+
+    # The caller sends each lost call again, unchanged and blocking: each gets a final state
+    # (or the error for an answer the hub cannot give yet), never a task still under way.
+    async with httpx.AsyncClient(headers=headers, timeout=90) as http:
+        retries = await asyncio.gather(*(http.post(url, json=slow_reply(i)) for i in lost))
+    for retry in (r.json() for r in retries):
+        if "error" in retry:
+            assert retry["error"]["code"] == -32056, retry
+            continue
+        status = retry["result"]["task"]["status"]
+        assert status["state"] in FINAL, status
+        assert status["state"] == "TASK_STATE_FAILED", status
+        said = status["message"]["parts"][0]["text"]
+        assert "whether it received this is unknown" in said, said
+        assert "send it again" not in said
+        assert status["message"]["metadata"] == {"a2aHub": {"delivery": "unknown"}}
+
+    # As the hub records them: of unknown outcome, none of them "never received".
+    rows = await db(
+        lambda: dict(
+            Message.objects.filter(
+                direction="request", message_id__in=[f"r-{i}" for i in lost]
+            ).values_list("message_id", "task__state")
+        )
+    )
+    assert rows == {f"r-{i}": State.FAILED for i in lost}
+    reasons = await db(
+        lambda: list(
+            Task.objects.filter(messages__message_id__in=[f"r-{i}" for i in lost]).values_list(
+                "reason", flat=True
+            )
+        )
+    )
+    assert all("unknown" in reason and "send it again" not in reason for reason in reasons)
+
+    # The hub did no work twice: the agent received each call once.
+    received = Counter(m["messageId"] for m in agent.state.messages)
+    assert received == Counter({f"r-{i}": 1 for i in range(IN_FLIGHT)})

@@ -196,12 +196,13 @@ async def _received(scripted) -> bool:
     return bool(scripted.state.messages)
 
 
-async def test_a_lost_delivery_the_agent_never_received_fails_saying_to_send_it_again(
-    hub, settings
-):
+async def _lost_delivery(hub, sdk, settings, first: str) -> Task:
+    """A task the hub lost with its server process before it learned the answer, to an
+    agent that answered `first` before: failed once the hub has asked the agent."""
     settings.HUB_ABANDONED_GRACE_SECONDS = 0
     _, agent, _ = await hub.endpoint_agent("echo")
-    caller, _ = await hub.caller("alpha")
+    caller, token = await hub.caller("alpha")
+    await send(await sdk("echo", token), request(first))
     past = timezone.now() - timedelta(seconds=5)
     task = await db(make_task, target=agent, caller=caller, context_id=str(uuid.uuid4()))
     await db(lambda: Task.objects.filter(pk=task.pk).update(deadline=past))
@@ -210,8 +211,31 @@ async def test_a_lost_delivery_the_agent_never_received_fails_saying_to_send_it_
         row = await db(lambda: Task.objects.get(pk=task.pk))
         return row if row.state == "failed" else None
 
-    failed = await eventually(ended, within=20)
+    return await eventually(ended, within=20)
+
+
+async def test_a_lost_delivery_the_agent_never_received_fails_saying_to_send_it_again(
+    hub, sdk, settings
+):
+    # The agent keeps a task for what it receives (it answered with one before): not having
+    # one for this delivery, it never received it.
+    failed = await _lost_delivery(hub, sdk, settings, first="echo hello")
     assert failed.reason == (
-        "the hub lost this delivery before echo received it (its server process stopped); "
+        "the hub lost this delivery (its server process stopped) before echo received it; "
         "send it again"
     )
+    assert failed.status_message["metadata"] == {"a2aHub": {"delivery": "notReceived"}}
+
+
+async def test_a_lost_delivery_to_an_agent_that_keeps_no_task_is_of_unknown_outcome(
+    hub, sdk, settings
+):
+    # The agent answers with a Message and keeps no task: that it has none for this delivery
+    # says nothing about whether it received it.
+    failed = await _lost_delivery(hub, sdk, settings, first="reply hello")
+    assert failed.reason == (
+        "the hub lost this delivery (its server process stopped); echo keeps no task (it "
+        "answers with a Message), so whether it received this is unknown"
+    )
+    assert "send it again" not in failed.reason
+    assert failed.status_message["metadata"] == {"a2aHub": {"delivery": "unknown"}}
