@@ -3,8 +3,11 @@
 Every A2A call needs its caller (by bearer token) and its target (by slug). Entries are
 dropped when an `agent.*` event says the agent changed (registration, suspension, token
 rotation) — at once in this process, and in other processes as soon as the event reaches them
-through the channel layer — and in any case after `TTL` seconds, so a lost event cannot keep
-a rotated token alive for longer than that.
+through the channel layer — and in any case `TTL` seconds after the read that loaded them
+began. So `TTL` seconds after a change commits, every process sees it, whatever became of its
+event: also a process that shares no channel layer with the one that made the change (an `a2a`
+command beside the embedded hub). `a2a token rotate` and `a2a suspend` wait that long before
+they return (`wait_until_seen`). One read per agent and process a second, at most.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from a2a_core.models import Agent
 from a2a_core.schemas.events import AgentChanged, parse_event
 from a2a_core.tokens import token_hash
 
-TTL = 5.0
+TTL = 1.0
 
 _lock = threading.Lock()
 _by_token: dict[str, tuple[float, Agent]] = {}
@@ -52,25 +55,33 @@ def agent_by_token(token: str) -> Agent | None:
     digest = token_hash(token)
     if cached := _fresh(_by_token.get(digest)):
         return cached
+    # Counted from before the read: the read may see the agent as it was just before a change.
+    until = time.monotonic() + TTL
     agent = Agent.objects.filter(token_hash=digest).first()
     if agent is None:
         return None
-    _remember(_load(agent))
+    _remember(_load(agent), until)
     return agent
 
 
 def agent_by_slug(slug: str) -> Agent | None:
     if cached := _fresh(_by_slug.get(slug)):
         return cached
+    until = time.monotonic() + TTL
     agent = Agent.objects.filter(slug=slug).first()
     if agent is None:
         return None
-    _remember(_load(agent))
+    _remember(_load(agent), until)
     return agent
 
 
-def _remember(agent: Agent) -> None:
-    until = time.monotonic() + TTL
+def wait_until_seen() -> None:
+    """Block until every process's cache has let go of what it held before a change that
+    has just committed (sync; for commands, after the change)."""
+    time.sleep(TTL)
+
+
+def _remember(agent: Agent, until: float) -> None:
     with _lock:
         _by_slug[agent.slug] = (until, agent)
         if agent.token_hash:

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from a2a_core import selectors
+from a2a_core import agent_cache, selectors
 from a2a_core.cli.output import acting, ago, fail, hub_error, read_json, table
 from a2a_core.errors import HubError
 from a2a_core.services import agents as agent_services
@@ -162,6 +162,7 @@ def _agent(slug: str) -> Any:
 def suspend(args: argparse.Namespace, out: Any) -> None:
     agent = _agent(args.slug)
     if agent_services.agent_suspend(agent=agent, reason=args.reason, **acting(args)):
+        agent_cache.wait_until_seen()  # every worker refuses it once this returns
         out.write(f"suspended {agent.slug}")
     else:
         out.write(f"{agent.slug} was already suspended")
@@ -178,6 +179,7 @@ def resume(args: argparse.Namespace, out: Any) -> None:
 def token_rotate(args: argparse.Namespace, out: Any) -> None:
     agent = _agent(args.slug)
     token = agent_services.agent_token_rotate(agent=agent, **acting(args))
+    agent_cache.wait_until_seen()  # every worker refuses the old token once this returns
     out.write(f"token: {token}")
     out.write(
         f"The previous token of {agent.slug} no longer works; connections opened with it are "

@@ -3,8 +3,10 @@
 On connect the hub sends `hello`, then every delivery that is due — including those sent
 before and never acknowledged (a reconnect gets them again). New deliveries are sent as they
 are committed (an `inbox.wake` event on the agent's group), at most HUB_INBOX_WINDOW
-unacknowledged at a time; one overdue for its acknowledgement is sent again. See
-`a2a_core.inbox.protocol` for the frames.
+unacknowledged at a time; one overdue for its acknowledgement is sent again. Deliveries are
+claimed with the token the connection was let in with: once that token is rotated, or the
+agent suspended or deleted, no more are claimed for it, and the connection is closed saying
+why. See `a2a_core.inbox.protocol` for the frames.
 
 Close codes: 4401 no or unknown token (or, on an open connection, the token was rotated or the
 agent deleted), 4403 the token is another agent's or lacks the a2a:receive scope, or the agent
@@ -218,8 +220,8 @@ class InboxConsumer(Consumer):
         """Send what is queued, whenever woken, keeping at most HUB_INBOX_WINDOW out
         unacknowledged. The first pass after connecting resends everything unacknowledged;
         every heartbeat, report in and resend what is overdue."""
-        assert self.agent is not None
-        agent_id = self.agent.pk
+        assert self.agent is not None and self.session is not None
+        agent_id, token = self.agent.pk, self.session.token_hash
         window = settings.HUB_INBOX_WINDOW
         heartbeat = settings.HUB_INBOX_HEARTBEAT_SECONDS
         ack_seconds = settings.HUB_INBOX_ACK_SECONDS
@@ -230,7 +232,9 @@ class InboxConsumer(Consumer):
         while True:
             try:
                 if first:
-                    frames = await _claims.submit(Claim(agent_id, window, unacked=True))
+                    frames = await _claims.submit(
+                        Claim(agent_id, window, unacked=True, token_hash=token)
+                    )
                     first = False
                 if not await self._send_all(frames):
                     return
@@ -243,9 +247,15 @@ class InboxConsumer(Consumer):
                     async with asyncio.timeout(next_beat - now + 0.01):
                         await self.wake.wait()
                 self.wake.clear()
-                frames = await _claims.submit(Claim(agent_id, window - len(self.unacked)))
+                frames = await _claims.submit(
+                    Claim(agent_id, window - len(self.unacked), token_hash=token)
+                )
             except asyncio.CancelledError:
                 raise
+            except HubError as exc:  # its token rotated, or the agent suspended or deleted
+                self.pump = None  # this task: ending the session must not cancel it midway
+                await self._refuse(exc)
+                return
             except Exception:
                 log.warning(
                     "inbox delivery pass failed", exc_info=True, extra={"agent_id": agent_id}
@@ -276,6 +286,13 @@ class InboxConsumer(Consumer):
         )
         self.unacked = {pk: task for pk, task in self.unacked.items() if pk in still}
         overdue = timezone.now() - timedelta(seconds=ack_seconds)
+        assert self.session is not None
         return await _claims.submit(
-            Claim(self.agent.pk, settings.HUB_INBOX_WINDOW, pending=True, overdue_before=overdue)
+            Claim(
+                self.agent.pk,
+                settings.HUB_INBOX_WINDOW,
+                pending=True,
+                overdue_before=overdue,
+                token_hash=self.session.token_hash,
+            )
         )

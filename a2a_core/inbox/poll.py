@@ -79,6 +79,8 @@ def _wait_seconds(request: Request) -> float:
 
 
 async def _claim(agent: Agent, resend_unacked: bool) -> list[dict[str, Any]]:
+    """The deliveries due; raises why none may be claimed any more when the poll's token was
+    rotated or the agent suspended or deleted (checked as they are claimed)."""
     overdue = timezone.now() - timedelta(seconds=settings.HUB_INBOX_ACK_SECONDS)
     frames: list[dict[str, Any]] = await db(
         inbox_claim,
@@ -86,6 +88,7 @@ async def _claim(agent: Agent, resend_unacked: bool) -> list[dict[str, Any]]:
         limit=settings.HUB_INBOX_WINDOW,
         overdue_before=overdue,
         unacked=resend_unacked,
+        token_hash=agent.token_hash or "",
     )
     return frames
 
@@ -99,7 +102,10 @@ async def poll(request: Request) -> Response:
     returning = not await db(
         inbox_connect, agent_id=agent.pk, channel=f"poll:{agent.pk}", transport=Transport.POLL
     )
-    frames = await _claim(agent, resend_unacked=not returning)
+    try:
+        frames = await _claim(agent, resend_unacked=not returning)
+    except HubError as exc:
+        return _error(exc)
     layer = get_channel_layer()
     if frames or wait == 0 or layer is None:
         return JSONResponse({"deliveries": frames})
@@ -124,7 +130,10 @@ async def poll(request: Request) -> Response:
                         woken.cancel()
                     if revoked.done():
                         return _error(revoked.result())
-                    frames = await _claim(agent, resend_unacked=False)
+                    try:
+                        frames = await _claim(agent, resend_unacked=False)
+                    except HubError as exc:
+                        return _error(exc)
     finally:
         session_close(session)
         await layer.group_discard(inbox_group(agent.pk), channel)

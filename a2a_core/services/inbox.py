@@ -24,7 +24,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from a2a_core import tracing
-from a2a_core.errors import NotFound
+from a2a_core.errors import AgentSuspended, HubError, NotFound, Unauthenticated
 from a2a_core.events import publish_many_on_commit
 from a2a_core.models import (
     ACTIVE_STATE_LIST,
@@ -101,15 +101,21 @@ class Claim:
     overdue_before: datetime | None = None
     # every one not acknowledged (a reconnect)
     unacked: bool = False
+    # The hash of the token the connection was let in with: when set, nothing is claimed once
+    # that token was rotated or the agent suspended or deleted (the claim's answer says why).
+    token_hash: str = ""
 
 
 def inbox_claims(claims: Sequence[Claim]) -> list[list[dict[str, Any]] | Exception]:
     """Claim deliveries for several connections in one transaction; for each claim, the frames
-    to send, oldest first. Claimed deliveries are marked sent (attempt + 1); those whose task
+    to send, oldest first, or why that connection may take none any more (`_revoked`: checked
+    in the same transaction, so no delivery is claimed for a session after the change that
+    ends it has committed). Claimed deliveries are marked sent (attempt + 1); those whose task
     ended meanwhile expire instead."""
     now = timezone.now()
     with transaction.atomic():
-        found = [_claimed(claim) for claim in claims]
+        revoked = _revoked(claims)
+        found = [[] if i in revoked else _claimed(claim) for i, claim in enumerate(claims)]
         rows = [d for batch in found for d in batch]
         ended = {d.pk for d in rows if d.task is not None and d.task.state in TERMINAL_STATES}
         sending = [d for d in rows if d.pk not in ended]
@@ -126,9 +132,35 @@ def inbox_claims(claims: Sequence[Claim]) -> list[list[dict[str, Any]] | Excepti
     for d in sending:
         d.attempts += 1
     frames: list[list[dict[str, Any]] | Exception] = [
-        [delivery_frame(d) for d in batch if d.pk not in ended] for batch in found
+        revoked[i] if i in revoked else [delivery_frame(d) for d in batch if d.pk not in ended]
+        for i, batch in enumerate(found)
     ]
     return frames
+
+
+def _revoked(claims: Sequence[Claim]) -> dict[int, HubError]:
+    """The claims (by position) whose connection was let in with a token since rotated, or
+    whose agent has been suspended or deleted, with the error that ends the connection."""
+    agents = {
+        pk: (slug, token, status, reason)
+        for pk, slug, token, status, reason in Agent.objects.filter(
+            pk__in={c.agent_id for c in claims if c.token_hash}
+        ).values_list("pk", "slug", "token_hash", "status", "status_reason")
+    }
+    revoked: dict[int, HubError] = {}
+    for i, claim in enumerate(claims):
+        if not claim.token_hash:
+            continue
+        agent = agents.get(claim.agent_id)
+        if agent is None:
+            revoked[i] = Unauthenticated("the agent was deleted; its token no longer works")
+            continue
+        slug, token, status, reason = agent
+        if token != claim.token_hash:
+            revoked[i] = Unauthenticated("the bearer token was rotated; connect with the new one")
+        elif status == AgentStatus.SUSPENDED:
+            revoked[i] = AgentSuspended(slug, reason)
+    return revoked
 
 
 def _claimed(claim: Claim) -> list[Delivery]:
