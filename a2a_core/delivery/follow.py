@@ -287,7 +287,11 @@ def _not_found(task: Followed) -> tuple[str, str]:
     slug = task.agent.slug
     lost = "the hub lost this delivery (its server process stopped)"
     if task.keeps_tasks:
-        return f"{lost} before {slug} received it; send it again", NOT_RECEIVED
+        return (
+            f"the hub lost this delivery before {slug} received it (its server process "
+            "stopped); send it again",
+            NOT_RECEIVED,
+        )
     if task.keeps_tasks is False:
         return (
             f"{lost}; {slug} keeps no task (it answers with a Message), so whether it "

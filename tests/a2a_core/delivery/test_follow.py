@@ -221,7 +221,7 @@ async def test_a_lost_delivery_the_agent_never_received_fails_saying_to_send_it_
     # one for this delivery, it never received it.
     failed = await _lost_delivery(hub, sdk, settings, first="echo hello")
     assert failed.reason == (
-        "the hub lost this delivery (its server process stopped) before echo received it; "
+        "the hub lost this delivery before echo received it (its server process stopped); "
         "send it again"
     )
     assert failed.status_message["metadata"] == {"a2aHub": {"delivery": "notReceived"}}

@@ -2,7 +2,11 @@
 (or the suspended agent) is refused on JSON-RPC, REST and gRPC, and a websocket or long-poll
 opened with it is sent no delivery — in the embedded hub, where the `a2a` command is another
 process that shares no channel layer with it, and in `a2a serve --workers 2` on PostgreSQL +
-Redis, at each worker."""
+Redis, at each worker.
+
+Two agents are changed in each test: `alpha`, a calling agent whose token the probes use on
+each binding (an agent with no inbox session, whose presence changes nothing meanwhile), and
+`duc`, an inbox agent holding a websocket and a long-poll."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +28,11 @@ from a2a.types import a2a_pb2_grpc
 from a2a.types.a2a_pb2 import ListTasksRequest
 from django.db import connection
 
+from a2a_core import agent_cache
 from a2a_core.asyncdb import db
-from tests.a2a_core.cli.helpers import run_cli
+from a2a_core.models import AgentStatus
+from a2a_core.services.agents import agent_set_presence
+from tests.a2a_core.cli.helpers import MANAGE, cli_environment, run_cli
 from tests.a2a_core.cli.test_serve_supervisor import Scaled
 from tests.a2a_core.cli.test_serve_workers import ESTABLISHED, owner_counts
 from tests.a2a_core.inbox.test_inbox_agents import inbox_agent
@@ -43,11 +51,12 @@ REFUSED = {
     "rotate": (-32050, 401, grpc.StatusCode.UNAUTHENTICATED, 4401),
     "suspend": (-32051, 403, grpc.StatusCode.PERMISSION_DENIED, 4403),
 }
-COMMANDS = {"rotate": ("token", "rotate", "duc"), "suspend": ("suspend", "duc")}
+COMMANDS = {"rotate": ("token", "rotate"), "suspend": ("suspend",)}
 
 
 class Probe:
-    """One connection of each binding, held open, calling as the agent with its token."""
+    """One connection of each binding, held open, calling as `alpha` with its token (ListTasks
+    at its own address)."""
 
     def __init__(self, url: str, grpc_address: str, token: str) -> None:
         self.url = url
@@ -64,11 +73,11 @@ class Probe:
 
     async def answers(self) -> tuple[Any, int, Any]:
         """(the JSON-RPC error code or "ok", the REST status, the gRPC code) of ListTasks."""
-        rpc = (await self.http.post(f"{self.url}/a2a/duc/", json=LIST_TASKS)).json()
-        rest = await self.http.get(f"{self.url}/a2a/duc/rest/tasks")
+        rpc = (await self.http.post(f"{self.url}/a2a/alpha/", json=LIST_TASKS)).json()
+        rest = await self.http.get(f"{self.url}/a2a/alpha/rest/tasks")
         try:
             await self.stub.ListTasks(
-                ListTasksRequest(tenant="duc"),
+                ListTasksRequest(tenant="alpha"),
                 metadata=(("authorization", f"Bearer {self.token}"), ("a2a-version", "1.0")),
             )
             code: Any = grpc.StatusCode.OK
@@ -81,14 +90,14 @@ class Probe:
         await self.channel.close()
 
 
-async def run_command_under_traffic(probes: list[Probe], command: str) -> None:
-    """Run the `a2a` command in its own process while the probes keep calling with the token,
-    as an agent's traffic goes on while an operator acts: the workers' caches hold the agent
-    as it was until the change."""
-    done = asyncio.get_running_loop().run_in_executor(None, run_cli, *COMMANDS[command])
+async def run_command(command: str, slug: str, probes: Sequence[Probe] = ()) -> None:
+    """Run the `a2a` command on `slug` in its own process while the probes keep calling with
+    their token, as an agent's traffic goes on while an operator acts: the workers' caches
+    hold the agent as it was until the change."""
+    done = asyncio.ensure_future(asyncio.to_thread(run_cli, *COMMANDS[command], slug))
     while not done.done():
         await asyncio.gather(*(probe.answers() for probe in probes))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
     ran = await done
     assert ran.returncode == 0, ran.stderr
 
@@ -114,7 +123,7 @@ async def frames_until_closed(ws: Any, within: float = 10.0) -> tuple[list[str],
 
 
 async def queue_work(url: str, caller: str, command: str) -> None:
-    """A caller sends duc a message: a delivery for its inbox (for a suspended duc, the
+    """Another caller sends duc a message: a delivery for its inbox (for a suspended duc, the
     policy refuses it instead)."""
     body = {
         "jsonrpc": "2.0",
@@ -128,7 +137,8 @@ async def queue_work(url: str, caller: str, command: str) -> None:
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {caller}", **V1}) as http:
         answer = (await http.post(f"{url}/a2a/duc/", json=body)).json()
     if command == "suspend":
-        assert answer["error"]["data"][0]["metadata"]["reason"] == "target_suspended", answer
+        refused = ((answer.get("error") or {}).get("data") or [{}])[0].get("metadata", {})
+        assert refused.get("reason") == "target_suspended", answer
     else:
         assert "result" in answer, answer
 
@@ -139,30 +149,94 @@ async def test_once_the_command_returns_the_embedded_hub_refuses_and_delivers_no
     hub_grpc_port,  # noqa: F811
     command,
 ):
-    _, token = await inbox_agent("duc")
-    _, caller = await grpc_hub.caller("alpha")
-    probe = Probe(grpc_hub.url, f"127.0.0.1:{hub_grpc_port}", token)
+    _, duc = await inbox_agent("duc")
+    _, alpha = await grpc_hub.caller("alpha")
+    _, bravo = await grpc_hub.caller("bravo")
+    probe = Probe(grpc_hub.url, f"127.0.0.1:{hub_grpc_port}", alpha)
     try:
-        assert await probe.answers() == ("ok", 200, grpc.StatusCode.OK)  # cached as it is
-        inbox = await open_inbox(grpc_hub.url, token)
+        assert await probe.answers() == ("ok", 200, grpc.StatusCode.OK)
+        inbox = await open_inbox(grpc_hub.url, duc)
         async with httpx.AsyncClient(
-            base_url=grpc_hub.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+            base_url=grpc_hub.url, headers={"Authorization": f"Bearer {duc}"}, timeout=30
         ) as poller:
             await poller.get("/inbox/duc/", params={"wait": 0})
             poll = asyncio.ensure_future(poller.get("/inbox/duc/", params={"wait": 20}))
-
-            # Another process, sharing no channel layer with the hub when it is embedded.
-            await run_command_under_traffic([probe], command)
-            await queue_work(grpc_hub.url, caller, command)
-            answers = await probe.answers()
+            # Other processes, sharing no channel layer with the hub when it is embedded.
+            await run_command(command, "duc")
+            await queue_work(grpc_hub.url, bravo, command)
             polled = await poll
         kinds, closed = await frames_until_closed(inbox)
+        await run_command(command, "alpha", [probe])
+        answers = await probe.answers()
     finally:
         await probe.close()
     rpc, rest, grpc_code, ws_code = REFUSED[command]
     assert answers == (rpc, rest, grpc_code)
     assert "delivery" not in kinds and closed == ws_code, (kinds, closed)
     assert polled.status_code == rest, polled.text
+
+
+# The bound at the worker, whoever commits the change: an agent read just before a change
+# another process commits is read again within it.
+BOUND_SECONDS = 1.0
+CHANGE = """
+import os, sys
+from a2a_core.models import Agent
+from a2a_core.services import agents
+print("ready", flush=True)
+sys.stdin.readline()
+for agent in Agent.objects.filter(slug__in=["alpha", "duc"]):
+    if os.environ["CHANGE"] == "rotate":
+        agents.agent_token_rotate(agent=agent)
+    else:
+        agents.agent_suspend(agent=agent)
+print("committed", flush=True)
+"""
+
+
+@pytest.mark.parametrize("command", ["rotate", "suspend"])
+async def test_a_change_another_process_commits_reaches_the_embedded_hub_within_the_bound(
+    grpc_hub,  # noqa: F811
+    hub_grpc_port,  # noqa: F811
+    command,
+):
+    _, duc = await inbox_agent("duc")
+    _, alpha = await grpc_hub.caller("alpha")
+    _, bravo = await grpc_hub.caller("bravo")
+    # Another process, ready to commit the change the moment it is told to.
+    other = await asyncio.create_subprocess_exec(
+        *MANAGE,
+        "shell",
+        "--verbosity",
+        "0",
+        "-c",
+        CHANGE,
+        env={**cli_environment(), "CHANGE": command},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    probe = Probe(grpc_hub.url, f"127.0.0.1:{hub_grpc_port}", alpha)
+    try:
+        inbox = await open_inbox(grpc_hub.url, duc)
+        assert other.stdin is not None and other.stdout is not None
+        assert await asyncio.wait_for(other.stdout.readline(), 60) == b"ready\n"
+        agent_cache.clear()  # the hub reads the agents just before the change: the worst case
+        assert await probe.answers() == ("ok", 200, grpc.StatusCode.OK)
+        other.stdin.write(b"go\n")
+        await other.stdin.drain()
+        assert await asyncio.wait_for(other.stdout.readline(), 60) == b"committed\n"
+        await queue_work(grpc_hub.url, bravo, command)
+        await asyncio.sleep(BOUND_SECONDS)
+        answers = await probe.answers()
+        kinds, closed = await frames_until_closed(inbox)
+    finally:
+        await probe.close()
+        with contextlib.suppress(ProcessLookupError):
+            other.kill()
+        await other.wait()
+    rpc, rest, grpc_code, ws_code = REFUSED[command]
+    assert answers == (rpc, rest, grpc_code)
+    assert "delivery" not in kinds and closed == ws_code, (kinds, closed)
 
 
 # --- a2a serve --workers 2, PostgreSQL + Redis -----------------------------------------------
@@ -227,18 +301,67 @@ async def _probes_on_both_workers(scaled: Scaled, token: str) -> list[Probe]:
 async def test_once_the_command_returns_every_worker_of_a2a_serve_refuses_and_delivers_nothing(
     scaled, command
 ):
-    token = (await db(register, "duc", inbox=True)).token or ""
-    caller = (await db(register, "alpha")).token or ""
-    probes = await _probes_on_both_workers(scaled, token)
-    inboxes = [await open_inbox(scaled.url, token) for _ in range(4)]
+    duc = (await db(register, "duc", inbox=True)).token or ""
+    alpha = (await db(register, "alpha")).token or ""
+    bravo = (await db(register, "bravo")).token or ""
+    probes = await _probes_on_both_workers(scaled, alpha)
+    inboxes = [await open_inbox(scaled.url, duc) for _ in range(4)]
     try:
-        await run_command_under_traffic(probes, command)
-        await queue_work(scaled.url, caller, command)
-        answers = [await probe.answers() for probe in probes]
+        await run_command(command, "duc")
+        await queue_work(scaled.url, bravo, command)
         ended = [await frames_until_closed(inbox) for inbox in inboxes]
+        await run_command(command, "alpha", probes)
+        answers = [await probe.answers() for probe in probes]
     finally:
         for probe in probes:
             await probe.close()
     rpc, rest, grpc_code, ws_code = REFUSED[command]
     assert answers == [(rpc, rest, grpc_code)] * len(probes)
     assert [(("delivery" in kinds), code) for kinds, code in ended] == [(False, ws_code)] * 4
+
+
+@scaled_only
+@pytest.mark.parametrize("command", ["rotate", "suspend"])
+async def test_a_change_no_event_announces_reaches_every_worker_of_a2a_serve_within_the_bound(
+    scaled, command
+):
+    # Made by a process without REDIS_URL (an `a2a` command run without it, say): no event
+    # reaches the workers, and each must read the agents again within the bound by itself.
+    registered = await db(register, "alpha")
+    agent, alpha = registered.agent, registered.token or ""
+    await db(register, "duc", inbox=True)
+    other = await asyncio.create_subprocess_exec(
+        *MANAGE,
+        "shell",
+        "--verbosity",
+        "0",
+        "-c",
+        CHANGE,
+        env={**cli_environment(), "REDIS_URL": "", "CHANGE": command},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    probes = await _probes_on_both_workers(scaled, alpha)
+    try:
+        assert other.stdin is not None and other.stdout is not None
+        assert await asyncio.wait_for(other.stdout.readline(), 60) == b"ready\n"
+        # Every worker reads alpha afresh just before the change: the worst case. (An event
+        # of this process, through Redis, makes them forget it.)
+        await db(agent_set_presence, agent_id=agent.pk, status=AgentStatus.ONLINE)
+        await asyncio.sleep(0.5)
+        assert [await probe.answers() for probe in probes] == [
+            ("ok", 200, grpc.StatusCode.OK)
+        ] * len(probes)
+        other.stdin.write(b"go\n")
+        await other.stdin.drain()
+        assert await asyncio.wait_for(other.stdout.readline(), 60) == b"committed\n"
+        await asyncio.sleep(BOUND_SECONDS)
+        answers = [await probe.answers() for probe in probes]
+    finally:
+        for probe in probes:
+            await probe.close()
+        with contextlib.suppress(ProcessLookupError):
+            other.kill()
+        await other.wait()
+    rpc, rest, grpc_code, _ = REFUSED[command]
+    assert answers == [(rpc, rest, grpc_code)] * len(probes)
