@@ -245,12 +245,16 @@ async def _subscribe(
             first = False
 
 
+# Whether an agent received a delivery the hub lost (`metadata.a2aHub.delivery`).
+UNKNOWN, NOT_RECEIVED = "unknown", "notReceived"
+LOST = "the hub lost this delivery (its server process stopped)"
+
+
 async def _find(task: Followed, headers: dict[str, str]) -> str:
     """The agent's id of a task the hub sent but never learned the answer to: looked up in
     the contexts it was sent in, and recorded as the agent has it. When the agent does not
     have it, or cannot say, the task fails saying what is known; the result is then ''."""
     agent = task.agent
-    lost = "the hub lost this delivery (its server process stopped)"
     delivery = UNKNOWN
     try:
         for context_id in task.context_ids:
@@ -266,18 +270,15 @@ async def _find(task: Followed, headers: dict[str, str]) -> str:
         reason = f"{agent.slug} {exc.message}"
     except AgentRefused as exc:
         reason = (
-            f"{lost} and {agent.slug} cannot say whether it received it "
+            f"{LOST} and {agent.slug} cannot say whether it received it "
             f"(ListTasks: {exc.error.message})"
         )
     except (AgentTimeout, TargetUnavailable) as exc:
-        reason = f"{lost} and could not ask {agent.slug} how it went: {agent.slug} {exc.message}"
+        reason = f"{LOST} and could not ask {agent.slug} how it went: {agent.slug} {exc.message}"
     else:
         reason, delivery = _not_found(task)
     await _record(Failure(task.task_id, reason, delivery=delivery))
     return ""
-
-
-UNKNOWN, NOT_RECEIVED = "unknown", "notReceived"
 
 
 def _not_found(task: Followed) -> tuple[str, str]:
@@ -285,7 +286,6 @@ def _not_found(task: Followed) -> tuple[str, str]:
     it: only an agent that keeps a task for what it receives (its answers so far were tasks,
     never a Message) would have one, so only then is it known not to have received it."""
     slug = task.agent.slug
-    lost = "the hub lost this delivery (its server process stopped)"
     if task.keeps_tasks:
         return (
             f"the hub lost this delivery before {slug} received it (its server process "
@@ -294,12 +294,12 @@ def _not_found(task: Followed) -> tuple[str, str]:
         )
     if task.keeps_tasks is False:
         return (
-            f"{lost}; {slug} keeps no task (it answers with a Message), so whether it "
+            f"{LOST}; {slug} keeps no task (it answers with a Message), so whether it "
             "received this is unknown",
             UNKNOWN,
         )
     return (
-        f"{lost}; {slug} has no task for it and has not answered the hub before, so whether "
+        f"{LOST}; {slug} has no task for it and has not answered the hub before, so whether "
         "it received this is unknown",
         UNKNOWN,
     )

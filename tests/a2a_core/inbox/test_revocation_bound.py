@@ -194,6 +194,38 @@ print("committed", flush=True)
 """
 
 
+async def change_process(command: str, **env: str) -> asyncio.subprocess.Process:
+    """Another process, started and ready to commit the change to alpha and duc."""
+    other = await asyncio.create_subprocess_exec(
+        *MANAGE,
+        "shell",
+        "--verbosity",
+        "0",
+        "-c",
+        CHANGE,
+        env={**cli_environment(), "CHANGE": command, **env},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert other.stdout is not None
+    assert await asyncio.wait_for(other.stdout.readline(), 60) == b"ready\n"
+    return other
+
+
+async def commit_change(other: asyncio.subprocess.Process) -> None:
+    """Tell the process to commit the change; return once it has."""
+    assert other.stdin is not None and other.stdout is not None
+    other.stdin.write(b"go\n")
+    await other.stdin.drain()
+    assert await asyncio.wait_for(other.stdout.readline(), 60) == b"committed\n"
+
+
+async def stop(other: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        other.kill()
+    await other.wait()
+
+
 @pytest.mark.parametrize("command", ["rotate", "suspend"])
 async def test_a_change_another_process_commits_reaches_the_embedded_hub_within_the_bound(
     grpc_hub,  # noqa: F811
@@ -203,37 +235,20 @@ async def test_a_change_another_process_commits_reaches_the_embedded_hub_within_
     _, duc = await inbox_agent("duc")
     _, alpha = await grpc_hub.caller("alpha")
     _, bravo = await grpc_hub.caller("bravo")
-    # Another process, ready to commit the change the moment it is told to.
-    other = await asyncio.create_subprocess_exec(
-        *MANAGE,
-        "shell",
-        "--verbosity",
-        "0",
-        "-c",
-        CHANGE,
-        env={**cli_environment(), "CHANGE": command},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
+    other = await change_process(command)
     probe = Probe(grpc_hub.url, f"127.0.0.1:{hub_grpc_port}", alpha)
     try:
         inbox = await open_inbox(grpc_hub.url, duc)
-        assert other.stdin is not None and other.stdout is not None
-        assert await asyncio.wait_for(other.stdout.readline(), 60) == b"ready\n"
         agent_cache.clear()  # the hub reads the agents just before the change: the worst case
         assert await probe.answers() == ("ok", 200, grpc.StatusCode.OK)
-        other.stdin.write(b"go\n")
-        await other.stdin.drain()
-        assert await asyncio.wait_for(other.stdout.readline(), 60) == b"committed\n"
+        await commit_change(other)
         await queue_work(grpc_hub.url, bravo, command)
         await asyncio.sleep(BOUND_SECONDS)
         answers = await probe.answers()
         kinds, closed = await frames_until_closed(inbox)
     finally:
         await probe.close()
-        with contextlib.suppress(ProcessLookupError):
-            other.kill()
-        await other.wait()
+        await stop(other)
     rpc, rest, grpc_code, ws_code = REFUSED[command]
     assert answers == (rpc, rest, grpc_code)
     assert "delivery" not in kinds and closed == ws_code, (kinds, closed)
@@ -330,21 +345,9 @@ async def test_a_change_no_event_announces_reaches_every_worker_of_a2a_serve_wit
     registered = await db(register, "alpha")
     agent, alpha = registered.agent, registered.token or ""
     await db(register, "duc", inbox=True)
-    other = await asyncio.create_subprocess_exec(
-        *MANAGE,
-        "shell",
-        "--verbosity",
-        "0",
-        "-c",
-        CHANGE,
-        env={**cli_environment(), "REDIS_URL": "", "CHANGE": command},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
+    other = await change_process(command, REDIS_URL="")
     probes = await _probes_on_both_workers(scaled, alpha)
     try:
-        assert other.stdin is not None and other.stdout is not None
-        assert await asyncio.wait_for(other.stdout.readline(), 60) == b"ready\n"
         # Every worker reads alpha afresh just before the change: the worst case. (An event
         # of this process, through Redis, makes them forget it.)
         await db(agent_set_presence, agent_id=agent.pk, status=AgentStatus.ONLINE)
@@ -352,16 +355,12 @@ async def test_a_change_no_event_announces_reaches_every_worker_of_a2a_serve_wit
         assert [await probe.answers() for probe in probes] == [
             ("ok", 200, grpc.StatusCode.OK)
         ] * len(probes)
-        other.stdin.write(b"go\n")
-        await other.stdin.drain()
-        assert await asyncio.wait_for(other.stdout.readline(), 60) == b"committed\n"
+        await commit_change(other)
         await asyncio.sleep(BOUND_SECONDS)
         answers = [await probe.answers() for probe in probes]
     finally:
         for probe in probes:
             await probe.close()
-        with contextlib.suppress(ProcessLookupError):
-            other.kill()
-        await other.wait()
+        await stop(other)
     rpc, rest, grpc_code, _ = REFUSED[command]
     assert answers == [(rpc, rest, grpc_code)] * len(probes)
