@@ -36,7 +36,6 @@ from tests.a2a_core.cli.helpers import MANAGE, cli_environment, run_cli
 from tests.a2a_core.cli.test_serve_supervisor import Scaled
 from tests.a2a_core.cli.test_serve_workers import ESTABLISHED, owner_counts
 from tests.a2a_core.inbox.test_inbox_agents import inbox_agent
-from tests.a2a_core.protocol.test_grpc import grpc_hub, hub_grpc_port  # noqa: F401
 from tests.conftest import _close_database_connections
 from tests.factories import register
 
@@ -145,8 +144,8 @@ async def queue_work(url: str, caller: str, command: str) -> None:
 
 @pytest.mark.parametrize("command", ["rotate", "suspend"])
 async def test_once_the_command_returns_the_embedded_hub_refuses_and_delivers_nothing(
-    grpc_hub,  # noqa: F811
-    hub_grpc_port,  # noqa: F811
+    grpc_hub,
+    hub_grpc_port,
     command,
 ):
     _, duc = await inbox_agent("duc")
@@ -228,8 +227,8 @@ async def stop(other: asyncio.subprocess.Process) -> None:
 
 @pytest.mark.parametrize("command", ["rotate", "suspend"])
 async def test_a_change_another_process_commits_reaches_the_embedded_hub_within_the_bound(
-    grpc_hub,  # noqa: F811
-    hub_grpc_port,  # noqa: F811
+    grpc_hub,
+    hub_grpc_port,
     command,
 ):
     _, duc = await inbox_agent("duc")
