@@ -30,6 +30,7 @@ urlpatterns = [
     # Agents choose context ids: any text, slashes included.
     path("tasks/<str:task_id>/trace/", traces.task_trace, name="task_trace"),
     path("traces/<str:trace_id>/", traces.trace_page, name="trace"),
+    path("traces/<str:trace_id>/spans/<str:task_id>/", traces.span_panel, name="span"),
     path("contexts/<path:context_id>/trace/", traces.context_trace_page, name="context_trace"),
     path("contexts/<path:context_id>/", task_pages.conversation_page, name="conversation"),
     # audit

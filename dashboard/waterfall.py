@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from a2a_core.selectors.spans import SpanDetail
 from a2a_core.selectors.traces import Mark, Span, Trace
 
 TICKS = 5
@@ -79,3 +80,56 @@ def waterfall(trace: Trace, *, now: datetime) -> Waterfall:
         for i in range(TICKS)
     ]
     return Waterfall(trace=trace, rows=rows, ticks=ticks, length=duration(total))
+
+
+WHO = {"hub": "the hub", "agent": "the agent", "human": "a human", "unmeasured": "not measured"}
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A segment of a span's time split, placed on its bar (percent of the span)."""
+
+    who: str
+    what: str
+    us: int
+    left: float
+    width: float
+    length: str
+
+
+@dataclass(frozen=True)
+class SplitView:
+    pieces: list[Piece]
+    # (who, in words, µs, length) for each who with time in the span, in a fixed order
+    totals: list[tuple[str, str, int, str]]
+    length: str
+
+
+def split_view(span: SpanDetail) -> SplitView:
+    total = max(span.duration_us, 1)
+    pieces = [
+        Piece(
+            who=s.who,
+            what=s.what,
+            us=s.us,
+            left=s.start_us / total * 100,
+            width=s.us / total * 100,
+            length=micros(s.us),
+        )
+        for s in span.segments
+    ]
+    totals = [
+        (who, words, span.totals[who], micros(span.totals[who]))
+        for who, words in WHO.items()
+        if span.totals.get(who)
+    ]
+    return SplitView(pieces=pieces, totals=totals, length=micros(span.duration_us))
+
+
+def micros(us: int) -> str:
+    """`85 µs`, `4.21 ms`, then as `duration` says it: a stretch of the hub's time reads."""
+    if us < 1000:
+        return f"{us} µs"
+    if us < 100_000:
+        return f"{us / 1000:.2f} ms"
+    return duration(us / 1_000_000)

@@ -12,12 +12,14 @@ from a2a.utils.errors import A2AError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from a2a_core import tracing
+from a2a_core.call_times import CallTimes
 from a2a_core.delivery.agent_errors import AgentRefused
 from a2a_core.delivery.endpoint import traceparent
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.models import Agent, TaskState
 from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.services.messages import Accepted, Inbound
+from a2a_core.services.task_recording import RequestRef
 from a2a_core.services.tasks import Failure, Record
 from a2a_core.services.writes import Outcome, Write, writes_commit
 from a2a_core.storage.batching import Batcher
@@ -62,6 +64,8 @@ class Call:
     response_headers: dict[str, str] = field(default_factory=dict)
     # What serving the call found out (task_id, skill, trace_id), for its metrics and log.
     learned: dict[str, str] = field(default_factory=dict)
+    # When it passed each point of its way (the trace's split of a span's time).
+    times: CallTimes = field(default_factory=CallTimes)
 
     @property
     def agent(self) -> Agent:
@@ -126,9 +130,12 @@ def forward_headers(call: Call, target: Agent, accepted: Accepted) -> dict[str, 
     }
 
 
-def message_ref(accepted: Accepted) -> tuple[int, Any]:
-    """The accepted request's (pk, created_at): what a recorded answer replies to."""
-    return accepted.message_pk, accepted.message_created_at
+def message_ref(accepted: Accepted, times: CallTimes | None = None) -> RequestRef:
+    """The accepted request's (pk, created_at, the call's times): what a recorded answer
+    replies to."""
+    if times is not None:
+        times.judged = times.judged or accepted.judged_ns
+    return accepted.message_pk, accepted.message_created_at, times
 
 
 def relayed_refusal(agent: Agent, exc: AgentRefused) -> A2AError:

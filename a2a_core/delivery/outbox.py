@@ -13,6 +13,7 @@ from google.protobuf.json_format import ParseDict
 
 from a2a_core import tracing
 from a2a_core.asyncdb import db
+from a2a_core.call_times import CallTimes
 from a2a_core.delivery.calls import Call, forwarded_metadata
 from a2a_core.delivery.pump import start_pump
 from a2a_core.delivery.streams import trace_inbox_forward
@@ -85,7 +86,9 @@ async def deliver_claimed(pks: list[int]) -> None:
         try:
             queued = await db(_load, pk)
             accepted, target = queued.accepted, queued.target
-            call = Call(caller=queued.caller, target=target)
+            # Received and committed long ago, by the call that was held: this one only
+            # delivers (its times start there).
+            call = Call(caller=queued.caller, target=target, times=CallTimes(received=0))
             with tracing.waited(
                 accepted,
                 caller=queued.caller.slug,

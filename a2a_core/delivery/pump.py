@@ -74,6 +74,7 @@ async def _pump(
 ) -> None:
     answered = False
     state = ""
+    call.times.now("delivered")
     try:
         async for event in forwarder().send(
             target,
@@ -90,7 +91,9 @@ async def _pump(
                 await outcome(target, accepted, True)
             deadline = timezone.now() + timedelta(seconds=accepted.timeout)
             event_dict = MessageToDict(event)
-            await record(StreamEvent(accepted.task_id, event_dict, deadline, message_ref(accepted)))
+            call.times.now("answered")
+            ref = message_ref(accepted, call.times)
+            await record(StreamEvent(accepted.task_id, event_dict, deadline, ref))
             state = _reported_state(event_dict) or state
         if state in UNFINISHED:
             # The stream closed before the task ended: the agent goes on without it.

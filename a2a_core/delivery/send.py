@@ -73,6 +73,7 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
     push_config = await inline_push(request)
     accepted = await accept(call, request)
     timeline.mark("commit")
+    call.times.now("committed")
     await save_inline_push(call, request, accepted, push_config)
     if accepted.duplicate:
         return await _answer_retry(
@@ -249,6 +250,7 @@ async def _forward_blocking(
     output_modes: list[str],
 ) -> Task | Message:
     timeline.mark("forward")
+    call.times.now("delivered")
     answers = forwarder().send(
         target,
         forwarded(request.message, accepted),
@@ -263,15 +265,16 @@ async def _forward_blocking(
         async with contextlib.aclosing(answers):
             async for answer in answers:
                 timeline.mark("answered")
+                call.times.now("answered")
                 await outcome(target, accepted, True)
                 if answer.HasField("message"):
                     reply = MessageToDict(answer.message)
-                    await record(Reply(accepted.task_id, reply, message_ref(accepted)))
+                    await record(Reply(accepted.task_id, reply, message_ref(accepted, call.times)))
                     timeline.mark("record")
                     return _reply(answer.message, accepted)
                 remote = MessageToDict(answer.task)
                 view = await record(
-                    Snapshot(accepted.task_id, remote, history_length, message_ref(accepted))
+                    Snapshot(accepted.task_id, remote, history_length, message_ref(accepted, call.times))
                 )
                 timeline.mark("record")
                 if view["status"]["state"] in UNFINISHED:

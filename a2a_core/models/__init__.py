@@ -32,6 +32,7 @@ from .notify import (
 )
 from .policy import BreakerState, PolicyCounter, PolicyVersion
 from .push import PushNotificationConfig
+from .replay import ReplayItem, ReplaySet, ReplayStatus
 from .task import (
     ACTIVE_STATE_LIST,
     ACTIVE_STATES,
@@ -78,6 +79,9 @@ __all__ = [
     "NotificationTarget",
     "NotifyEvent",
     "PolicyCounter",
+    "ReplayItem",
+    "ReplaySet",
+    "ReplayStatus",
     "PolicyVersion",
     "Priority",
     "PushNotificationConfig",

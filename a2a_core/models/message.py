@@ -116,6 +116,10 @@ class Message(models.Model):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     # A response that arrived after its request's deadline: recorded, flagged, never dropped.
     late = models.BooleanField(default=False)
+    # Requests: when the call passed each point of its way through the hub (received,
+    # judged, committed, delivered, answered, recorded), in microseconds from `created_at`
+    # (`a2a_core.call_times`); written with the answer, on the call paths that measure it.
+    call_times = models.JSONField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
 

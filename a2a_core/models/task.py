@@ -147,6 +147,12 @@ class Task(models.Model):
                 name="task_inflight",
             ),
             models.Index(fields=["-status_timestamp", "id"], name="task_ts_id"),
+            # The trace list: root tasks, newest first (`a2a_core.selectors.trace_list`).
+            models.Index(
+                fields=["-created_at", "-id"],
+                condition=models.Q(root__isnull=True),
+                name="task_roots",
+            ),
         ]
 
     def __str__(self) -> str:

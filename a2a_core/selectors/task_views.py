@@ -24,6 +24,7 @@ from a2a_core.models import (
     TaskState,
 )
 from a2a_core.schemas.a2a import parts_summary
+from a2a_core.schemas.envelope_form import envelope_fields, kind_schema
 from a2a_core.selectors.traces import context_tasks
 
 OPEN_STATES = [
@@ -123,11 +124,14 @@ def task_board(*, filters: BoardFilter, open_limit: int = 100, ended_limit: int 
 @dataclass(frozen=True)
 class PartView:
     """One A2A part for display: `kind` is text, data (pretty JSON in `text`) or file
-    (`label` names it, `text` says where it is or how big)."""
+    (`label` names it, `text` says where it is or how big). A typed envelope (a data part
+    whose `kind` the hub knows) also has its fields, (label, value) in its schema's order,
+    blank ones left out: `label` is then its kind."""
 
     kind: str
     text: str
     label: str = ""
+    fields: tuple[tuple[str, str], ...] = ()
 
 
 def part_views(parts: Any, *, join_text: bool = False) -> list[PartView]:
@@ -147,13 +151,28 @@ def part_views(parts: Any, *, join_text: bool = False) -> list[PartView]:
             pretty = json.dumps(
                 _whole_numbers(part["data"]), indent=2, sort_keys=True, ensure_ascii=False
             )
-            views.append(PartView("data", pretty, str(part.get("mediaType") or "")))
+            fields = _envelope_fields(part["data"])
+            label = str(part["data"]["kind"]) if fields else str(part.get("mediaType") or "")
+            views.append(PartView("data", pretty, label, fields))
         elif "url" in part or "raw" in part:
             name = str(part.get("filename") or part.get("url") or "file")
             where = str(part["url"]) if "url" in part else f"{len(str(part['raw'])) * 3 // 4} bytes"
             media = str(part.get("mediaType") or "")
             views.append(PartView("file", where + (f" ({media})" if media else ""), name))
     return views
+
+
+def _envelope_fields(data: Any) -> tuple[tuple[str, str], ...]:
+    """A typed envelope's filled fields as (label, value); () for any other data."""
+    if not isinstance(data, dict) or kind_schema(str(data.get("kind", ""))) is None:
+        return ()
+    try:
+        fields = envelope_fields(_whole_numbers(data))
+    except (AttributeError, TypeError, KeyError, ValueError):
+        return ()  # not the shape its kind says: the JSON is still there
+    return tuple(
+        (f.label, "yes" if f.checked else f.value) for f in fields if f.value or f.checked
+    )
 
 
 def _whole_numbers(value: Any) -> Any:

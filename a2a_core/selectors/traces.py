@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -52,6 +52,7 @@ class Span:
     end: datetime | None  # None: still running
     state: str = ""
     task_id: str = ""
+    trace_id: str = ""
     caller: str = ""
     target: str = ""
     detail: str = ""
@@ -120,6 +121,26 @@ def _tasks() -> QuerySet[Task]:
     return Task.objects.select_related("caller", "target", "addressed_to").defer(
         "status_message", "metadata"
     )
+
+
+def span_bounds(
+    task: Task, requests: list[Message], *, now: datetime | None = None
+) -> tuple[datetime, datetime | None]:
+    """Where a task's span starts (its first call's receipt, else its creation) and ends
+    (its end, or its answer's record when that came later; None while it runs)."""
+    start = task.created_at
+    if requests:
+        received = (requests[0].call_times or {}).get("received")
+        if isinstance(received, int):
+            start = min(start, requests[0].created_at + timedelta(microseconds=received))
+    if task.state not in TERMINAL_STATES:
+        return start, None
+    end = task.status_timestamp
+    for message in requests:
+        recorded = (message.call_times or {}).get("recorded")
+        if isinstance(recorded, int):
+            end = max(end, message.created_at + timedelta(microseconds=recorded))
+    return start, max(end, start)
 
 
 def _in_tree_order(tasks: list[Task]) -> list[Task]:
@@ -214,10 +235,18 @@ def _trace(title: str, tasks: list[Task], left_out: bool) -> Trace:
     for escalation in Escalation.objects.filter(task_id__in=list(by_id)).order_by("created_at"):
         holds.setdefault(escalation.task_id, []).append(escalation)
     marks: dict[str, list[Mark]] = {pk: [] for pk in by_id}
+    requests: dict[str, list[Message]] = {pk: [] for pk in by_id}
     for message in messages:
         if message.task_id in marks:
             marks[message.task_id].append(_message_mark(message))
-    last = max([t.status_timestamp for t in ordered] + [m.created_at for m in messages])
+            if message.direction == "request":
+                requests[message.task_id].append(message)
+    bounds = {task.pk: span_bounds(task, requests[task.pk]) for task in ordered}
+    last = max(
+        [t.status_timestamp for t in ordered]
+        + [m.created_at for m in messages]
+        + [end for _, end in bounds.values() if end is not None]
+    )
     end = now if running else last
     # agent id -> its tasks in this trace, to hang refused calls on
     working: dict[int, list[Task]] = {}
@@ -232,7 +261,7 @@ def _trace(title: str, tasks: list[Task], left_out: bool) -> Trace:
     spans: list[Span] = []
     depth0 = min(t.depth for t in ordered)
     for task in ordered:
-        ended = task.status_timestamp if task.state in TERMINAL_STATES else None
+        began, ended = bounds[task.pk]
         addressed = task.addressed_to
         redirected = addressed is not None and task.addressed_to_id != task.target_id
         label = f"{_slug(task.caller) or 'hub'} → {_slug(task.target)}"
@@ -242,10 +271,11 @@ def _trace(title: str, tasks: list[Task], left_out: bool) -> Trace:
                 kind="task",
                 label=label,
                 depth=task.depth - depth0,
-                start=task.created_at,
+                start=began,
                 end=ended,
                 state=task.state,
                 task_id=task.pk,
+                trace_id=task.trace_id,
                 caller=_slug(task.caller),
                 target=_slug(task.target),
                 detail=" · ".join(
@@ -275,7 +305,7 @@ def _trace(title: str, tasks: list[Task], left_out: bool) -> Trace:
                 )
             )
     agents = sorted({s for t in ordered for s in (_slug(t.caller), _slug(t.target)) if s})
-    start = min(t.created_at for t in ordered)
+    start = min(began for began, _ in bounds.values())
     return Trace(
         title=title,
         trace_ids=sorted({t.trace_id for t in ordered}),

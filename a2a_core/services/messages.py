@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -80,11 +81,14 @@ class Accepted:
     skill: str = ""
     # The target's breaker is counting failures or open: report how the call goes.
     watch_breaker: bool = False
+    # When the policy's decision was made (time.time_ns; `a2a_core.call_times`).
+    judged_ns: int = 0
 
 
-def _hub_fields(task: Task, caller: Agent) -> dict[str, Any]:
-    """What the hub tells an endpoint agent about the task it forwards (metadata.a2aHub)."""
-    return {
+def _hub_fields(task: Task, caller: Agent, replay: Any = None) -> dict[str, Any]:
+    """What the hub tells an endpoint agent about the task it forwards (metadata.a2aHub);
+    a replay says so (`replay`: the set and the task it replays)."""
+    fields = {
         "taskId": task.pk,
         "contextId": task.context_id,
         "caller": caller.slug,
@@ -92,6 +96,9 @@ def _hub_fields(task: Task, caller: Agent) -> dict[str, Any]:
         "hop": task.depth + 1,
         "traceId": task.trace_id,
     }
+    if isinstance(replay, dict):
+        fields["replay"] = replay
+    return fields
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,7 @@ class _Plan:
     repeat: int = 0
     row: Message | None = None
     judged: Judged | None = None
+    judged_ns: int = 0
 
     def inbox_deadline(self, now: datetime) -> datetime | None:
         """An inbox agent's task has a deadline only when the caller asked for one: an
@@ -153,6 +161,8 @@ def _accepted(
     decision: str = Decision.DELIVER,
     reason: str = "ok",
     watch_breaker: bool = False,
+    replay: Any = None,
+    judged_ns: int = 0,
 ) -> Accepted:
     """What the dispatcher needs about an accepted message: from its row, or from the earlier
     copy when this one is a retry."""
@@ -171,12 +181,13 @@ def _accepted(
         timeout=timeout,
         remote_task_id=task.remote_task_id,
         remote_context_id=remote_context_id or task.remote_context_id or task.context_id,
-        hub_fields=_hub_fields(task, caller) if caller is not None else {},
+        hub_fields=_hub_fields(task, caller, replay) if caller is not None else {},
         decision=decision,
         reason=reason,
         deliver_to=task.target.slug if task.target_id else "",
         skill=task.skill,
         watch_breaker=watch_breaker,
+        judged_ns=judged_ns,
     )
 
 
@@ -374,8 +385,10 @@ def _judge(plans: list[_Plan]) -> None:
     kept."""
     verdicts = judge([p.facts for p in plans], [p.item.caller.pk for p in plans])
     timeline.mark_batch("decide")
+    judged_ns = time.time_ns()
     for plan, judged in zip(plans, verdicts, strict=True):
         plan.judged = judged
+        plan.judged_ns = judged_ns
         action = judged.decision.action
         if action == "redirect" and plan.created:
             other = agent_cache.agent_by_slug(judged.decision.target)
@@ -450,6 +463,8 @@ def _settle(plans: list[_Plan], results: list[Accepted | HubError | None]) -> No
             decision=decision.action,
             reason=decision.reason,
             watch_breaker=p.judged.watch_breaker,
+            replay=p.hub.get("replay"),
+            judged_ns=p.judged_ns,
         )
     publish_traffic_on_commit(items_out, tasks_out)
 
@@ -466,6 +481,7 @@ def queued_delivery(message: Message, task: Task) -> tuple[Accepted, dict[str, A
         caller=caller,
         decision=message.decision or Decision.DELIVER,
         reason=message.decision_reason or "ok",
+        replay=hub_metadata(message.request_metadata).get("replay"),
     )
     wire: dict[str, Any] = {
         "messageId": message.message_id,

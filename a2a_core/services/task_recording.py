@@ -9,6 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from a2a_core.call_times import CallTimes
 from a2a_core.errors import IllegalTransition, NotFound
 from a2a_core.events import publish_traffic_on_commit
 from a2a_core.logging import get_logger
@@ -46,7 +47,9 @@ from a2a_core.storage.rows import (
 log = get_logger("tasks")
 
 
-RequestRef = tuple[int, datetime]  # (pk, created_at) of the request message being answered
+# (pk, created_at) of the request message being answered, and the times of the call that
+# carried it, when that call measured them
+RequestRef = tuple[int, datetime, CallTimes | None]
 
 
 class UnitOfWork:
@@ -60,7 +63,7 @@ class UnitOfWork:
         # (task, seq, kind, state, payload, created_at) rows for the event log
         self.events: list[tuple[Any, ...]] = []
         self.touched: dict[str, Task] = {}
-        # request message pk -> [delivery_state, responded_at, latency_ms]
+        # request message pk -> [delivery_state, responded_at, latency_ms, call_times]
         self.answers: dict[int, list[Any]] = {}
         self._seen: dict[str, set[str]] = {}
 
@@ -109,7 +112,7 @@ class UnitOfWork:
 
 
 _EVENT_FIELDS = ["task", "seq", "kind", "state", "payload", "created_at"]
-_ANSWER_FIELDS = ["delivery_state", "responded_at", "latency_ms"]
+_ANSWER_FIELDS = ["delivery_state", "responded_at", "latency_ms", "call_times"]
 # What the latency column holds (~24.8 days); an answer later than that is stored as this.
 MAX_LATENCY_MS = 2**31 - 1
 _TASK_FIELDS = [
@@ -271,8 +274,10 @@ class Recording:
         answered = task.state not in ACTIVE_STATES
         now = timezone.now()
         pending: list[tuple[int, datetime, str]]
+        times = None
         if self.request is not None:
-            pending = [(*self.request, DeliveryState.PENDING)]
+            pk, created_at, times = self.request
+            pending = [(pk, created_at, DeliveryState.PENDING)]
         else:
             pending = list(
                 task.messages.filter(
@@ -280,7 +285,7 @@ class Recording:
                 ).values_list("pk", "created_at", "delivery_state")
             )
         for pk, created_at, current in pending:
-            row = self.work.answers.setdefault(pk, [current, None, None])
+            row = self.work.answers.setdefault(pk, [current, None, None, None])
             # Delivery states only move forward: a message the agent received stays delivered
             # (or acknowledged) when the hub gives up.
             if _PROGRESS.get(delivery, -1) > _PROGRESS.get(row[0], -1) or (
@@ -290,6 +295,7 @@ class Recording:
             if answered and row[1] is None:
                 row[1] = now
                 row[2] = min(MAX_LATENCY_MS, max(0, int((now - created_at).total_seconds() * 1000)))
+                row[3] = times.offsets(created_at, now) if times is not None else None
 
 
 _PROGRESS: dict[str, int] = {

@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from a2a_core.errors import NotFound
 from a2a_core.models import Task
+from a2a_core.selectors.spans import span_detail
 from a2a_core.selectors.traces import Trace, trace_get, trace_of_context
 from dashboard.http import HtmxHttpRequest
 from dashboard.roles import viewer_required
-from dashboard.waterfall import waterfall
+from dashboard.waterfall import split_view, waterfall
 
 
 def _render(request: HtmxHttpRequest, trace: Trace, url: str) -> HttpResponse:
@@ -58,3 +59,16 @@ def task_trace(request: HtmxHttpRequest, task_id: str) -> HttpResponse:
     return _render(
         request, trace_get(trace_id=trace_id), reverse("dashboard:trace", args=[trace_id])
     )
+
+
+@viewer_required
+def span_panel(request: HtmxHttpRequest, trace_id: str, task_id: str) -> HttpResponse:
+    """One span opened: the side panel (htmx), or a page of its own."""
+    try:
+        span = span_detail(task_id=task_id)
+    except NotFound as exc:
+        raise Http404(str(exc)) from None
+    if span.task.trace_id != trace_id:
+        raise Http404(f"task {task_id} is not in trace {trace_id}")
+    template = "dashboard/span.html#panel" if request.htmx else "dashboard/span.html"
+    return TemplateResponse(request, template, {"span": span, "split": split_view(span)})

@@ -87,4 +87,14 @@
   setInterval(countdowns, 1000);
   document.addEventListener("DOMContentLoaded", countdowns);
   document.addEventListener("htmx:afterSettle", countdowns);
+
+  // A trace's span opens in the side panel (htmx fills it); its × closes it.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.target.id === "span-panel") event.target.hidden = false;
+  });
+  document.addEventListener("click", function (event) {
+    var close = event.target.closest && event.target.closest(".span-close");
+    var panel = close && close.closest(".span-panel");
+    if (panel) panel.hidden = true;
+  });
 })();
