@@ -41,6 +41,7 @@ PAGES = (
     "escalations",
     "policy",
     "trace",
+    "traces",
 )
 FEED_PAGES = ("overview", "traffic", "agent")
 MAX_BACKLOG = 50
@@ -219,6 +220,8 @@ class DashboardConsumer(Consumer):
             parts.append(self._refresh("dashboard/trace.html#refresh", {"url": self.url}))
         if self.page == "tasks" and update.tasks:
             parts.append(self._refresh("dashboard/tasks.html#refresh", {}))
+        if self.page == "traces" and update.tasks:
+            parts.append(self._refresh("dashboard/traces.html#refresh", {}))
         if update.policy and self.page == "policy":
             parts.append(update.policy)
         if self.page in update.ticks:

@@ -9,6 +9,7 @@ from dashboard.views import (
     overview,
     policy,
     task_pages,
+    trace_list,
     traces,
     traffic,
 )
@@ -29,6 +30,7 @@ urlpatterns = [
     path("tasks/<str:task_id>/", task_pages.task_page, name="task"),
     # Agents choose context ids: any text, slashes included.
     path("tasks/<str:task_id>/trace/", traces.task_trace, name="task_trace"),
+    path("traces/", trace_list.trace_list, name="traces"),
     path("traces/<str:trace_id>/", traces.trace_page, name="trace"),
     path("traces/<str:trace_id>/spans/<str:task_id>/", traces.span_panel, name="span"),
     path("contexts/<path:context_id>/trace/", traces.context_trace_page, name="context_trace"),

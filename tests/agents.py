@@ -1,6 +1,6 @@
 """A scriptable a2a-sdk agent server for tests: the first word of a message says what to do.
 
-echo TEXT            artifact "echo: TEXT", completed
+echo TEXT            artifact "echo: TEXT" (the agent's `voice` instead of "echo"), completed
 ask QUESTION         input-required asking QUESTION; the next message completes the task
 slow SECONDS         waits, then completes
 later SECONDS        answers with the task working, completes SECONDS later (with an agent
@@ -92,6 +92,8 @@ class AgentState:
     most_at_once: int = 0
     hub_url: str = ""
     token: str = ""
+    # What its echo says first: two agents with other voices answer the same input apart.
+    voice: str = "echo"
 
 
 class ScriptedExecutor(AgentExecutor):
@@ -195,7 +197,8 @@ class ScriptedExecutor(AgentExecutor):
             await updater.complete()
         else:
             await updater.add_artifact(
-                [new_text_part(f"echo: {rest if command == 'echo' else text}")], name="echo"
+                [new_text_part(f"{self.state.voice}: {rest if command == 'echo' else text}")],
+                name="echo",
             )
             await updater.complete()
 
@@ -303,13 +306,14 @@ class ScriptedAgent:
         port: int | None = None,
         version: str = "1.0",
         ignores_blocking: bool = False,
+        voice: str = "echo",
     ) -> None:
         self.name = name
         self.port = port or free_port()
         # binding "GRPC": served with the SDK's gRPC server only, at host:port.
         grpc_only = binding == "GRPC"
         self.url = f"127.0.0.1:{self.port}" if grpc_only else f"http://127.0.0.1:{self.port}"
-        self.state = AgentState()
+        self.state = AgentState(voice=voice)
         # version "0.3": the card offers JSON-RPC in A2A 0.3 (the SDK's compatibility mode).
         self.card = agent_card(
             name, self.url, streaming=streaming, binding=binding, version=version

@@ -274,7 +274,9 @@ async def _forward_blocking(
                     return _reply(answer.message, accepted)
                 remote = MessageToDict(answer.task)
                 view = await record(
-                    Snapshot(accepted.task_id, remote, history_length, message_ref(accepted, call.times))
+                    Snapshot(
+                        accepted.task_id, remote, history_length, message_ref(accepted, call.times)
+                    )
                 )
                 timeline.mark("record")
                 if view["status"]["state"] in UNFINISHED:

@@ -95,9 +95,7 @@ def span_detail(*, task_id: str, now: datetime | None = None) -> SpanDetail:
     changes, retries, and its time split (`Segment`s adding up to `duration_us`). Raises
     `NotFound`."""
     task = (
-        Task.objects.select_related("caller", "target", "addressed_to")
-        .filter(pk=task_id)
-        .first()
+        Task.objects.select_related("caller", "target", "addressed_to").filter(pk=task_id).first()
     )
     if task is None:
         raise NotFound(f"task {task_id} not found")
@@ -130,9 +128,7 @@ def span_detail(*, task_id: str, now: datetime | None = None) -> SpanDetail:
         ],
         attributes=_attributes(task, first),
         decisions=[
-            DecisionView(
-                m, m.decision, m.decision_reason, m.decision_detail, m.decision_latency_us
-            )
+            DecisionView(m, m.decision, m.decision_reason, m.decision_detail, m.decision_latency_us)
             for m in requests
         ],
         statuses=[

@@ -170,9 +170,7 @@ def _envelope_fields(data: Any) -> tuple[tuple[str, str], ...]:
         fields = envelope_fields(_whole_numbers(data))
     except (AttributeError, TypeError, KeyError, ValueError):
         return ()  # not the shape its kind says: the JSON is still there
-    return tuple(
-        (f.label, "yes" if f.checked else f.value) for f in fields if f.value or f.checked
-    )
+    return tuple((f.label, "yes" if f.checked else f.value) for f in fields if f.value or f.checked)
 
 
 def _whole_numbers(value: Any) -> Any:

@@ -78,8 +78,13 @@ async def test_a_span_opens_with_its_request_answer_and_the_hub_agent_split(hub,
     assert sum(totals.values()) == duration
     assert sum(stretches) == duration
     whats = await panel.locator("tr.split-segment td:first-child").all_inner_texts()
-    assert ["accepted", "judged", "committed", "delivered", "working", "recorded"] == [
-        w for w in whats if w != "in the hub"
+    assert [w for w in whats if w != "in the hub"] == [
+        "accepted",
+        "judged",
+        "committed",
+        "delivered",
+        "working",
+        "recorded",
     ], whats
     await shot(page, "span-panel")
 
@@ -95,9 +100,7 @@ async def test_a_span_opens_with_its_request_answer_and_the_hub_agent_split(hub,
     await expect(page.locator(".span-request")).to_contain_text("echo the spec")
 
 
-async def test_a_held_span_shows_a_humans_wait_beside_the_hub_and_the_agent(
-    hub, sdk, dashboard
-):
+async def test_a_held_span_shows_a_humans_wait_beside_the_hub_and_the_agent(hub, sdk, dashboard):
     await db(
         policy_publish,
         document={"matrix": [{"caller": "director", "target": "pm", "action": "approve"}]},

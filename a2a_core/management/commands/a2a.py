@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from a2a_core.cli import agents, audit, identity, notify, policy, serve, work
+from a2a_core.cli import agents, audit, identity, notify, policy, replay, serve, work
 from a2a_core.cli.output import add_as_option
 
 
@@ -17,7 +17,7 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(
             dest="command", required=True, metavar="COMMAND", parser_class=type(parser)
         )
-        for module in (agents, work, audit, policy, identity, serve, notify):
+        for module in (agents, work, audit, policy, identity, serve, notify, replay):
             module.add_parsers(sub)
         work.add_user_parsers(sub)
         add_as_option(parser)
