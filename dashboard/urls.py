@@ -8,6 +8,7 @@ from dashboard.views import (
     notify,
     overview,
     policy,
+    replays,
     task_pages,
     trace_list,
     traces,
@@ -33,6 +34,13 @@ urlpatterns = [
     path("traces/", trace_list.trace_list, name="traces"),
     path("traces/<str:trace_id>/", traces.trace_page, name="trace"),
     path("traces/<str:trace_id>/spans/<str:task_id>/", traces.span_panel, name="span"),
+    # replays
+    path("replays/", replays.replay_list, name="replays"),
+    path("replays/new/", replays.replay_new, name="replay_new"),
+    path("replays/make/", replays.replay_create, name="replay_create"),
+    path("replays/<int:set_id>/", replays.replay_page, name="replay"),
+    path("replays/<int:set_id>/rerun/", replays.replay_rerun, name="replay_rerun"),
+    path("replays/<int:set_id>/export.jsonl", replays.replay_export, name="replay_export"),
     path("contexts/<path:context_id>/trace/", traces.context_trace_page, name="context_trace"),
     path("contexts/<path:context_id>/", task_pages.conversation_page, name="conversation"),
     # audit

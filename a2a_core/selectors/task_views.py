@@ -133,6 +133,13 @@ class PartView:
     label: str = ""
     fields: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def gist(self) -> str:
+        """An envelope in a line: its payload's first two values (else its first two)."""
+        payload = [value for label, value in self.fields if label.startswith("payload")]
+        shown = payload or [value for _, value in self.fields]
+        return " · ".join(" ".join(value.split())[:60] for value in shown[:2])
+
 
 def part_views(parts: Any, *, join_text: bool = False) -> list[PartView]:
     """Parts as humans read them. With `join_text`, consecutive text parts become one (an

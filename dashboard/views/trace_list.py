@@ -52,7 +52,7 @@ class TraceForm(forms.Form):
     state = forms.ChoiceField(required=False, choices=_any((s, s) for s in STATES))
     min = forms.CharField(required=False, max_length=20)
     max = forms.CharField(required=False, max_length=20)
-    errors = forms.BooleanField(required=False)
+    error = forms.BooleanField(required=False)
     decision = forms.ChoiceField(required=False, choices=_any(Decision.choices))
     since = forms.DateTimeField(required=False)
     until = forms.DateTimeField(required=False)
@@ -85,7 +85,7 @@ class TraceForm(forms.Form):
             state=data["state"],
             min_ms=self.durations.get("min"),
             max_ms=self.durations.get("max"),
-            errors=bool(data["errors"]),
+            errors=bool(data["error"]),
             decision=data["decision"],
             since=data["since"],
             until=data["until"],
