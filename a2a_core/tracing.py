@@ -19,6 +19,12 @@ below returns at once and nothing is imported. On, each call through the hub giv
                 the fan-out's request span has an id every process derives from its message
   a2a.wait      the time a held message waited for a human: from its hold (a child of the
                 held request) to its approval or redirect, with the human's decision
+  a2a.hub.accepted, a2a.hub.judged, a2a.hub.committed, a2a.hub.delivered, a2a.agent,
+  a2a.hub.recorded
+                (children of a2a.forward, once the answer is recorded) where a forwarded
+                call's time went, one after the other from its receipt to its answer's
+                record: the hub's stretches (`a2a.share` hub) and the agent's (agent), as
+                the trace's span panel splits it (`a2a_core.call_times`)
 
 each with the A2A attributes: caller, target, skill, task and context ids, decision, reason.
 The exporter and batching are the SDK's, configured by the standard `OTEL_*` variables.
@@ -41,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer
 
+    from a2a_core.call_times import CallTimes
     from a2a_core.models import Agent
     from a2a_core.services.messages import Accepted
 
@@ -80,6 +87,8 @@ _configured = False
 _forwards: OrderedDict[str, Span] = OrderedDict()
 _working: OrderedDict[tuple[str, str], str] = OrderedDict()
 _held: OrderedDict[str, SpanContext] = OrderedDict()
+# task id -> an ended forward's span, until the call's stretches are hung under it.
+_ended: OrderedDict[str, SpanContext] = OrderedDict()
 
 
 def _setup() -> Tracer | None:
@@ -224,11 +233,43 @@ def forwarded(task_id: str, *, ok: bool = True, why: str = "") -> None:
         return
     span = _forwards.pop(task_id, None)
     if span is not None:
+        _remember(_ended, task_id, span.get_span_context())
         if not ok:
             from opentelemetry import trace
 
             span.set_status(trace.Status(trace.StatusCode.ERROR, why))
         span.end()
+
+
+def call_split(task_id: str, times: CallTimes, *, judge_us: int = 0) -> None:
+    """A forwarded call's answer is recorded: its stretches, from `times` (now: recorded),
+    as child spans of its forward span."""
+    if _tracer is None:
+        return
+    parent = _ended.pop(task_id, None)
+    if parent is None:
+        return
+    from opentelemetry import trace
+
+    recorded = time.time_ns()
+    judging = times.judged - judge_us * 1000 if times.judged else 0
+    stretches = (
+        ("a2a.hub.accepted", "hub", times.received, judging),
+        ("a2a.hub.judged", "hub", judging, times.judged),
+        ("a2a.hub.committed", "hub", times.judged, times.committed),
+        ("a2a.hub.delivered", "hub", times.committed, times.delivered),
+        ("a2a.agent", "agent", times.delivered, times.answered),
+        ("a2a.hub.recorded", "hub", times.answered, recorded),
+    )
+    context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+    for name, share, start, end in stretches:
+        if start and end >= start:
+            _tracer.start_span(
+                name,
+                context=context,
+                start_time=start,
+                attributes={"a2a.share": share, "a2a.task_id": task_id},
+            ).end(end_time=end)
 
 
 def fanned_out(

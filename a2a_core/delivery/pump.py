@@ -74,13 +74,14 @@ async def _pump(
 ) -> None:
     answered = False
     state = ""
+    headers = forward_headers(call, target, accepted)
     call.times.now("delivered")
     try:
         async for event in forwarder().send(
             target,
             message,
             streaming=True,
-            headers=forward_headers(call, target, accepted),
+            headers=headers,
             wait_seconds=accepted.timeout,
             accepted_output_modes=output_modes,
             task_id=accepted.task_id,

@@ -250,12 +250,13 @@ async def _forward_blocking(
     output_modes: list[str],
 ) -> Task | Message:
     timeline.mark("forward")
+    headers = forward_headers(call, target, accepted)
     call.times.now("delivered")
     answers = forwarder().send(
         target,
         forwarded(request.message, accepted),
         streaming=False,
-        headers=forward_headers(call, target, accepted),
+        headers=headers,
         wait_seconds=accepted.timeout,
         accepted_output_modes=output_modes,
         task_id=accepted.task_id,
@@ -271,6 +272,7 @@ async def _forward_blocking(
                     reply = MessageToDict(answer.message)
                     await record(Reply(accepted.task_id, reply, message_ref(accepted, call.times)))
                     timeline.mark("record")
+                    tracing.call_split(accepted.task_id, call.times, judge_us=accepted.judge_us)
                     return _reply(answer.message, accepted)
                 remote = MessageToDict(answer.task)
                 view = await record(
@@ -279,6 +281,7 @@ async def _forward_blocking(
                     )
                 )
                 timeline.mark("record")
+                tracing.call_split(accepted.task_id, call.times, judge_us=accepted.judge_us)
                 if view["status"]["state"] in UNFINISHED:
                     await follow_to_end(accepted.task_id)
                 return wire_task(view)

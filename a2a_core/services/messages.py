@@ -81,8 +81,10 @@ class Accepted:
     skill: str = ""
     # The target's breaker is counting failures or open: report how the call goes.
     watch_breaker: bool = False
-    # When the policy's decision was made (time.time_ns; `a2a_core.call_times`).
+    # When the policy's decision was made (time.time_ns), and how long it took (µs):
+    # `a2a_core.call_times`.
     judged_ns: int = 0
+    judge_us: int = 0
 
 
 def _hub_fields(task: Task, caller: Agent, replay: Any = None) -> dict[str, Any]:
@@ -163,6 +165,7 @@ def _accepted(
     watch_breaker: bool = False,
     replay: Any = None,
     judged_ns: int = 0,
+    judge_us: int = 0,
 ) -> Accepted:
     """What the dispatcher needs about an accepted message: from its row, or from the earlier
     copy when this one is a retry."""
@@ -188,6 +191,7 @@ def _accepted(
         skill=task.skill,
         watch_breaker=watch_breaker,
         judged_ns=judged_ns,
+        judge_us=judge_us,
     )
 
 
@@ -465,6 +469,7 @@ def _settle(plans: list[_Plan], results: list[Accepted | HubError | None]) -> No
             watch_breaker=p.judged.watch_breaker,
             replay=p.hub.get("replay"),
             judged_ns=p.judged_ns,
+            judge_us=p.judged.latency_us or 0,
         )
     publish_traffic_on_commit(items_out, tasks_out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import itertools
 import os
 import subprocess
 import sys
@@ -181,6 +182,59 @@ async def test_a_two_level_delegation_is_one_trace_whose_spans_follow_the_chain(
         second["attributes"]["a2a.reason"],
     ) == ("deliver", "ok")
     assert first["attributes"]["a2a.task_id"] and first["attributes"]["a2a.context_id"]
+
+
+async def test_a_forward_span_holds_the_hub_s_and_the_agent_s_stretches_one_after_another(
+    hub, receiver
+):
+    worker = Worker(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="50").wait()
+    stretches = [
+        "a2a.hub.accepted",
+        "a2a.hub.judged",
+        "a2a.hub.committed",
+        "a2a.hub.delivered",
+        "a2a.agent",
+        "a2a.hub.recorded",
+    ]
+    try:
+        await start_agent(hub, "alpha", worker.url)
+        _, token = await hub.caller("director")
+        async with httpx.AsyncClient(base_url=worker.url, timeout=30) as http:
+            response = await http.post(
+                "/a2a/alpha/", **send_message(token, "echo split", message_id="split-1")
+            )
+        assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+        async def all_exported() -> bool:
+            return sum(span["name"] in stretches for span in receiver.spans) == len(stretches)
+
+        await eventually(all_exported, within=15)
+    finally:
+        worker.stop()
+
+    [forward] = [s for s in receiver.spans if s["name"] == "a2a.forward"]
+    children = sorted(
+        (s for s in receiver.spans if s["parent"] == forward["id"]), key=lambda s: s["start"]
+    )
+    assert [s["name"] for s in children] == stretches
+    assert [s["attributes"]["a2a.share"] for s in children] == [
+        "hub",
+        "hub",
+        "hub",
+        "hub",
+        "agent",
+        "hub",
+    ]
+    # One after another, from the call's receipt to its answer's record: they add up.
+    for before, after in itertools.pairwise(children):
+        assert before["end"] == after["start"]
+    # From the gate's receipt of the call (before its request span, which starts once the
+    # caller is known) to the answer's record, before the call returns.
+    [request] = [s for s in receiver.spans if s["name"] == "a2a.request"]
+    assert children[0]["start"] < children[-1]["end"] <= request["end"]
+    # The agent's stretch is the forward itself: the hub's sending and its answer.
+    agent = children[4]
+    assert forward["start"] <= agent["start"] and agent["end"] <= forward["end"] + 1_000_000
 
 
 async def test_a_held_message_s_wait_for_a_human_is_a_span_between_its_hold_and_approval(
