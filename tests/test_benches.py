@@ -22,6 +22,11 @@ SMALL = [
     ("audit_page.py", ["--messages", "15000", "--agents", "10", "--runs", "1"], "first audit page"),
     ("export_memory.py", ["--messages", "400", "--agents", "5"], "peak RSS"),
     (
+        "trace_list.py",
+        ["--messages", "3000", "--agents", "10", "--runs", "1"],
+        "first trace list page",
+    ),
+    (
         "escalation_page.py",
         ["--pending", "40", "--decided", "10", "--agents", "5", "--runs", "1"],
         "first render",

@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="task",
             index=models.Index(
-                condition=models.Q(("root__isnull", True)),
+                condition=models.Q(("depth", 0)),
                 fields=["-created_at", "-id"],
                 name="task_roots",
             ),

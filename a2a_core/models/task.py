@@ -147,10 +147,11 @@ class Task(models.Model):
                 name="task_inflight",
             ),
             models.Index(fields=["-status_timestamp", "id"], name="task_ts_id"),
-            # The trace list: root tasks, newest first (`a2a_core.selectors.trace_list`).
+            # The trace list: root tasks (depth 0), newest first (`a2a_core.selectors.
+            # trace_list`). Not `root IS NULL`: the planner would take the root index for it.
             models.Index(
                 fields=["-created_at", "-id"],
-                condition=models.Q(root__isnull=True),
+                condition=models.Q(depth=0),
                 name="task_roots",
             ),
         ]

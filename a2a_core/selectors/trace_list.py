@@ -17,6 +17,7 @@ import base64
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -150,7 +151,8 @@ def trace_page(
     agents = _agent_ids(filters)
     if agents is None:
         return TracePage(rows=[])
-    roots = Task.objects.filter(root__isnull=True).select_related("caller", "target")
+    # Roots are the tasks of depth 0, which is what the partial index `task_roots` holds.
+    roots = Task.objects.filter(depth=0).select_related("caller", "target")
     if filters.state == "running":
         roots = roots.filter(state__in=sorted(ACTIVE_STATES | {"input-required", "auth-required"}))
     elif filters.state:
@@ -160,39 +162,81 @@ def trace_page(
     if filters.until is not None:
         roots = roots.filter(created_at__lt=filters.until)
     position = decode_cursor(cursor) if cursor else None
+    edge: Position | None = None
+    if filters.about_whole_traces:
+        # The window: the database looks no further back than WINDOW traces from here.
+        edges = list(
+            _older(roots, position)
+            .order_by("-created_at", "-id")
+            .values_list("created_at", "id")[WINDOW - 1 : WINDOW]
+        )
+        edge = edges[0] if edges else None
+        roots = _narrowed(roots, filters, agents, edge[0] if edge else None)
+        if edge is not None:
+            moment, pk = edge
+            roots = roots.filter(created_at__gte=moment).exclude(created_at=moment, pk__lt=pk)
     rows: list[TraceRow] = []
-    scanned = 0
-    last: Position | None = None
-    exhausted = False
-    while len(rows) <= limit and scanned < (WINDOW if filters.about_whole_traces else limit + 1):
+    while len(rows) <= limit:
         batch = list(
             _older(roots, position)
             .defer("status_message", "metadata", "path")
             .order_by("-created_at", "-id")[: BATCH if filters.about_whole_traces else limit + 1]
         )
         if not batch:
-            exhausted = True
             break
-        scanned += len(batch)
         position = (batch[-1].created_at, batch[-1].pk)
         found = _described(batch, now)
         _count_decisions(found, now)
-        for root in batch:
-            row = found[root.pk]
-            last = (root.created_at, root.pk)
-            if _matches(row, filters, agents):
-                rows.append(row)
-                if len(rows) > limit:
-                    break
+        rows.extend(found[root.pk] for root in batch if _matches(found[root.pk], filters, agents))
     if len(rows) > limit:
         kept = rows[:limit]
         return TracePage(
             rows=kept, older=encode_cursor((kept[-1].root.created_at, kept[-1].root.pk))
         )
-    if exhausted or last is None:
+    if edge is None:
         return TracePage(rows=rows)
     # The window ran out before the page filled: go on from the last trace looked at.
-    return TracePage(rows=rows, older=encode_cursor(last), searched_to=last[0], scanned=scanned)
+    return TracePage(rows=rows, older=encode_cursor(edge), searched_to=edge[0], scanned=WINDOW)
+
+
+def _narrowed(
+    roots: QuerySet[Task], filters: TraceFilter, agents: dict[str, int], since: datetime | None
+) -> QuerySet[Task]:
+    """The roots whose trace may match the filters about whole traces: those with a task of
+    the agent or the pair asked for, a failed task or a refusal, a message of the decision.
+    Each is a set of trace ids read once down one index (caller, target, state, decision),
+    from `since` (the window's edge) on, then looked up for each root walked; what is left
+    (durations, and counting) is checked in Python."""
+
+    def traces(where: Q) -> QuerySet[Task, Any]:
+        tasks = Task.objects.filter(where)
+        if since is not None:
+            tasks = tasks.filter(status_timestamp__gte=since)
+        return tasks.values("trace_id")
+
+    def decided(decision: str) -> QuerySet[Message, Any]:
+        # Down the (decision, created_at) index: refused calls without a task included.
+        messages = Message.objects.filter(decision=decision)
+        if since is not None:
+            messages = messages.filter(created_at__gte=since)
+        return messages.values("trace_id")
+
+    if "agent" in agents:
+        agent = agents["agent"]
+        roots = roots.filter(
+            Q(trace_id__in=traces(Q(caller_id=agent))) | Q(trace_id__in=traces(Q(target_id=agent)))
+        )
+    pair = {f"{name}_id": agents[name] for name in ("caller", "target") if name in agents}
+    if pair:
+        roots = roots.filter(trace_id__in=traces(Q(**pair)))
+    if filters.errors:
+        roots = roots.filter(
+            Q(trace_id__in=traces(Q(state__in=sorted(ERROR_STATES))))
+            | Q(trace_id__in=decided(Decision.REJECT))
+        )
+    if filters.decision and filters.decision != Decision.DELIVER:
+        roots = roots.filter(trace_id__in=decided(filters.decision))
+    return roots
 
 
 def _older(roots: QuerySet[Task], position: Position | None) -> QuerySet[Task]:
