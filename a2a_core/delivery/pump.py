@@ -13,6 +13,7 @@ from a2a.types.a2a_pb2 import Message
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
+from a2a_core import tracing
 from a2a_core.delivery.agent_errors import AgentRefused, AgentTimeout, NoSlotInTime
 from a2a_core.delivery.calls import (
     UNFINISHED,
@@ -96,6 +97,8 @@ async def _pump(
             ref = message_ref(accepted, call.times)
             await record(StreamEvent(accepted.task_id, event_dict, deadline, ref))
             state = _reported_state(event_dict) or state
+        if answered:
+            tracing.call_split(accepted.task_id, call.times, judge_us=accepted.judge_us)
         if state in UNFINISHED:
             # The stream closed before the task ended: the agent goes on without it.
             await follow_to_end(accepted.task_id)

@@ -94,6 +94,7 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
     then its events until it ends or needs input."""
     push_config = await inline_push(request)
     accepted = await accept(call, request)
+    call.times.now("committed")
     await save_inline_push(call, request, accepted, push_config)
     view, seq, state = await db(task_snapshot, task_id=accepted.task_id, history_length=None)
     settled = accepted.duplicate or accepted.decision == "hold"

@@ -47,9 +47,9 @@ from a2a_core.storage.rows import (
 log = get_logger("tasks")
 
 
-# (pk, created_at) of the request message being answered, and the times of the call that
-# carried it, when that call measured them
-RequestRef = tuple[int, datetime, CallTimes | None]
+# (pk, created_at) of the request message being answered, and (when that call measured
+# them) the times of the call that carried it
+RequestRef = tuple[int, datetime] | tuple[int, datetime, CallTimes | None]
 
 
 class UnitOfWork:
@@ -276,7 +276,8 @@ class Recording:
         pending: list[tuple[int, datetime, str]]
         times = None
         if self.request is not None:
-            pk, created_at, times = self.request
+            pk, created_at = self.request[0], self.request[1]
+            times = self.request[2] if len(self.request) > 2 else None
             pending = [(pk, created_at, DeliveryState.PENDING)]
         else:
             pending = list(

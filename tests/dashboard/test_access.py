@@ -19,8 +19,10 @@ from a2a_core.models import (
     Notification,
     NotificationTarget,
     PolicyVersion,
+    ReplaySet,
 )
 from a2a_core.services.policy import policy_publish
+from a2a_core.services.replay import replay_caller, replay_set_create
 from a2a_core.services.users import ROLES
 from dashboard import urls
 from tests.factories import held_escalation, record_message, register
@@ -37,6 +39,12 @@ PAGES: dict[str, str] = {
     "task": "viewer",
     "conversation": "viewer",
     "trace": "viewer",
+    "traces": "viewer",
+    "span": "viewer",
+    "replays": "viewer",
+    "replay": "viewer",
+    "replay_export": "viewer",
+    "replay_new": "operator",
     "task_trace": "viewer",
     "context_trace": "viewer",
     "audit": "viewer",
@@ -70,6 +78,8 @@ ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "policy_rollback": ("admin", {"reason": "test"}),
     "issuer_add": ("admin", {"issuer": "https://idp/", "agent": "alpha", "value": "x"}),
     "issuer_remove": ("admin", {"issuer": "https://idp/"}),
+    "replay_create": ("operator", {"to": ""}),
+    "replay_rerun": ("operator", {}),
 }
 
 
@@ -81,7 +91,9 @@ def world() -> dict[str, Any]:
     message = record_message(escalation.agent, escalation.task.target, task=escalation.task)
     policy_publish(document={"limits": {"perMinute": 60}}, reason="v1", actor_label="test")
     policy_publish(document={"limits": {"perMinute": 30}}, reason="v2", actor_label="test")
+    replay_set = replay_set_create(task_ids=[escalation.task_id], caller=replay_caller())
     return {
+        "set_id": replay_set.pk,
         "slug": "alpha",
         "task_id": escalation.task_id,
         "context_id": escalation.task.context_id,
@@ -119,6 +131,7 @@ def state() -> tuple[Any, ...]:
         list(Agent.objects.values_list("slug", "status", "token_hash")),
         NotificationTarget.objects.count(),
         Notification.objects.count(),
+        list(ReplaySet.objects.values_list("pk", "runs", "status")),
     )
 
 
