@@ -41,11 +41,18 @@ Progress = Callable[[ReplayItem, int, int], None]
 
 
 async def replay_run(
-    set_id: int, *, hub_url: str, token: str = "", progress: Progress | None = None
+    set_id: int,
+    *,
+    hub_url: str,
+    token: str = "",
+    progress: Progress | None = None,
+    begun: bool = False,
 ) -> ReplaySet:
     """Run set `set_id` through the hub at `hub_url` as its caller (`token`: the caller's;
-    by default the hub-owned caller's own), and return it as it ended."""
-    replay_set = await db(replay_run_begin, set_id=set_id)
+    by default the hub-owned caller's own), and return it as it ended. `begun`: the run was
+    begun already (`replay_run_begin`, by whoever started it in the background)."""
+    if not begun:
+        await db(replay_run_begin, set_id=set_id)
     try:
         caller = await db(lambda: ReplaySet.objects.select_related("caller").get(pk=set_id).caller)
         token = token or await db(replay_caller_token, caller)
@@ -71,7 +78,7 @@ async def replay_run(
             await asyncio.gather(*(one(item) for item in items))
     finally:
         await db(replay_run_end, set_id=set_id)
-    return await db(ReplaySet.objects.get, pk=replay_set.pk)
+    return await db(ReplaySet.objects.get, pk=set_id)
 
 
 async def _replay_one(

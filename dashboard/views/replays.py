@@ -5,6 +5,7 @@ export it. Operators make and run sets; everyone with a role reads them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any, cast
 from urllib.parse import urlencode
@@ -27,6 +28,7 @@ from a2a_core.services.replay import (
     MAX_ITEMS,
     REPLAY_ROLE,
     replay_caller,
+    replay_run_begin,
     replay_set_create,
 )
 from dashboard.http import HtmxHttpRequest
@@ -118,12 +120,15 @@ def replay_create(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _start(request: HtmxHttpRequest, set_id: int) -> None:
-    """Run the set in the background, through this hub's own A2A endpoint."""
+    """Begin a run of the set (its page shows it running from now on) and run it in the
+    background, through this hub's own A2A endpoint. Raises `ValidationFailed` while a run
+    of it is under way."""
     hub_url = settings.HUB_PUBLIC_URL or request.build_absolute_uri("/").rstrip("/")
+    replay_run_begin(set_id=set_id)
 
     def run() -> None:
         try:
-            asyncio.run(replay_run(set_id, hub_url=hub_url))
+            asyncio.run(replay_run(set_id, hub_url=hub_url, begun=True))
         except HubError as exc:
             log.warning("replay set %s did not run: %s", set_id, exc)
 
@@ -137,7 +142,8 @@ def replay_rerun(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
     if replay_set is None:
         raise Http404("no such replay set")
     if replay_set.status != ReplayStatus.RUNNING:
-        _start(request, set_id)
+        with contextlib.suppress(HubError):  # begun meanwhile by someone else: it runs
+            _start(request, set_id)
     return redirect("dashboard:replay", set_id=set_id)
 
 
