@@ -16,9 +16,9 @@ from django.utils.dateparse import parse_datetime
 from a2a_core.cli.output import acting, fail, hub_error, table
 from a2a_core.delivery.replay import replay_run
 from a2a_core.errors import HubError
-from a2a_core.models import Agent, ReplayItem, ReplaySet
+from a2a_core.models import Agent, Decision, ReplayItem, ReplaySet
 from a2a_core.selectors.replay import replay_jsonl, replay_set_get, replay_sets_recent
-from a2a_core.selectors.trace_list import TraceFilter, parse_duration_ms, trace_page
+from a2a_core.selectors.trace_list import STATES, TraceFilter, matching_roots, parse_duration_ms
 from a2a_core.services.replay import DEFAULT_CALLER, REPLAY_ROLE, replay_caller, replay_set_create
 
 
@@ -127,6 +127,13 @@ def _task_ids(args: argparse.Namespace) -> list[str]:
     for option in ("agent", "caller", "target"):
         if getattr(args, option):
             _agent(getattr(args, option), f"--{option}")
+    if args.state and args.state not in STATES:
+        raise fail(f"--state: unknown state {args.state!r}; use one of {', '.join(STATES)}")
+    if args.decision and args.decision not in Decision.values:
+        raise fail(
+            f"--decision: unknown decision {args.decision!r}; "
+            f"use one of {', '.join(Decision.values)}"
+        )
     try:
         filters = TraceFilter(
             agent=args.agent or "",
@@ -142,17 +149,10 @@ def _task_ids(args: argparse.Namespace) -> list[str]:
         )
     except HubError as exc:
         raise hub_error(exc) from None
-    ids: list[str] = []
-    cursor = ""
-    while len(ids) < args.limit:
-        page = trace_page(filters=filters, cursor=cursor)
-        ids.extend(row.root.pk for row in page.rows)
-        if not page.older:
-            break
-        cursor = page.older
+    ids = matching_roots(filters, limit=args.limit)
     if not ids:
         raise fail("no trace matches these filters: nothing to replay")
-    return ids[: args.limit]
+    return ids
 
 
 def run(args: argparse.Namespace, out: Any) -> None:

@@ -2,13 +2,16 @@
 first, filtered by agent, pair, state, duration, error, decision and time.
 
 Pages are keyset-paginated on the root task's (created_at, id), newest first, with no COUNT
-and no OFFSET, walking the partial index of root tasks (`task_roots`). Time and the root's
-state narrow that walk in SQL. The filters about a whole trace (an agent or a pair anywhere
-on it, an error, a decision, its duration) are answered a batch of `BATCH` traces at a time,
-from their tasks (one read by the `trace_id` index) and, for decisions, their messages: a
-page looks through at most `WINDOW` traces from where it starts and, when that leaves it
-short, says where it stopped, as the audit's text search does. A trace's duration runs from
-its root's creation to its last task's end (now, while one still runs).
+and no page OFFSET, walking the partial index of root tasks (`task_roots`). Time and the
+root's state narrow that walk in SQL. The filters about a whole trace (an agent or a pair
+anywhere on it, an error, a decision, its duration) look through at most `WINDOW` traces from
+where the page starts and, when that leaves the page short, say where they stopped, as the
+audit's text search does: the traces that have the agent's, the pair's or a failed task, or a
+message of the decision, are read once down one index each from the window's edge on
+(`_narrowed`); the roots left are described a batch of `BATCH` at a time from their tasks (one
+read by the `trace_id` index) and their decisions, and checked in Python (`_matches`: the
+duration, and what the indexes could only narrow). A trace's duration runs from its root's
+creation to its last task's end (now, while one still runs). `bench/trace_list.py` times it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ STATES = (
     "auth-required",
     *sorted(TERMINAL_STATES),
 )
-DECISIONS = tuple(Decision.values)
 
 Position = tuple[datetime, str]  # (created_at, id) of a root task
 
@@ -237,6 +239,20 @@ def _narrowed(
     if filters.decision and filters.decision != Decision.DELIVER:
         roots = roots.filter(trace_id__in=decided(filters.decision))
     return roots
+
+
+def matching_roots(filters: TraceFilter, *, limit: int, pages: int = 20) -> list[str]:
+    """The root tasks of the first `limit` traces that match, newest first, looking through at
+    most `pages` pages (each a window of traces, for the filters about whole traces)."""
+    ids: list[str] = []
+    cursor = ""
+    for _ in range(pages):
+        page = trace_page(filters=filters, cursor=cursor)
+        ids.extend(row.root.pk for row in page.rows)
+        if len(ids) >= limit or not page.older:
+            break
+        cursor = page.older
+    return ids[:limit]
 
 
 def _older(roots: QuerySet[Task], position: Position | None) -> QuerySet[Task]:

@@ -22,7 +22,7 @@ from a2a_core.logging import get_logger
 from a2a_core.models import Agent, ReplaySet, ReplayStatus, Task
 from a2a_core.selectors.replay import replay_jsonl, replay_set_get, replay_sets_recent
 from a2a_core.selectors.task_views import BoardFilter, task_board
-from a2a_core.selectors.trace_list import trace_page
+from a2a_core.selectors.trace_list import matching_roots
 from a2a_core.services.replay import (
     DEFAULT_CALLER,
     MAX_ITEMS,
@@ -59,13 +59,7 @@ def _chosen(request: HtmxHttpRequest) -> tuple[list[str], str]:
     form = TraceForm({k: v for k, v in data.items() if k not in REPLAY_FIELDS})
     if not form.is_valid():
         return [], ""
-    ids, cursor = [], ""
-    while len(ids) < FROM_VIEW:
-        page = trace_page(filters=form.trace_filter(), cursor=cursor)
-        ids.extend(row.root.pk for row in page.rows)
-        if not page.older:
-            break
-        cursor = page.older
+    ids = matching_roots(form.trace_filter(), limit=FROM_VIEW)
     query = form.query()
     return ids[:FROM_VIEW], f"the traces of /traces/{'?' + query if query else ''}"
 

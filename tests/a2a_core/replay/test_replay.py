@@ -170,6 +170,22 @@ async def test_a2a_replay_on_the_command_line_reports_progress_and_exports_jsonl
 
     refused = await _cli("replay", "run", "--to", "nobody-here", "--hub", hub.url, "--task", "x")
     assert refused.returncode != 0 and "nobody-here" in refused.stderr
+    bad = await _cli("replay", "run", "--state", "sleeping", "--hub", hub.url)
+    assert bad.returncode != 0 and "--state: unknown state 'sleeping'" in bad.stderr
+
+    # The roots of the traces the trace list's filters find, newest first.
+    by_filter = await _cli(
+        "replay", "run", "--agent", "writer", "--to", "writer2", "--limit", "2", "--hub", hub.url
+    )
+    assert by_filter.returncode == 0, by_filter.stderr
+    newest = await db(
+        lambda: list(
+            ReplayItem.objects.filter(replay_set__runs=1, replay_set__name="")
+            .order_by("position")
+            .values_list("original_id", flat=True)
+        )
+    )
+    assert newest == [task_ids[2], task_ids[1]]
 
 
 async def _cli(*args: str):
