@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from a2a.types.a2a_pb2 import TaskState
 
 from a2a_core.asyncdb import db
 from a2a_core.delivery.replay import replay_run
@@ -20,11 +21,12 @@ pytestmark = pytest.mark.live
 
 
 async def recorded_tasks(hub, sdk, count: int) -> list[str]:
-    """`count` tasks the `writer` agent answered for `lead`, oldest first."""
+    """`count` tasks the `writer` agent answered for `lead`, oldest first (`hub.lead`: lead's
+    client for writer)."""
     await hub.endpoint_agent("writer")
     await hub.endpoint_agent("writer2", voice="draft v2")
     _, token = await hub.caller("lead")
-    client = await sdk("writer", token)
+    client = hub.lead = await sdk("writer", token)
     ids = []
     for n in range(count):
         task = await send(client, request(f"echo item {n}"))
@@ -141,6 +143,26 @@ async def test_a_replay_to_a_pair_the_policy_denies_is_refused_and_reported_per_
     assert all(v.item.reason.startswith("denied_by_matrix") for v in view.items)
     assert all(v.item.actual is None for v in view.items)
     assert len(writer.state.messages) == delivered  # nothing reached the agent
+
+
+async def test_replays_count_in_the_replay_caller_s_rate_window_not_the_original_caller_s(hub, sdk):
+    await db(
+        policy_publish,
+        document={"agentLimits": {"lead": {"perMinute": 4}, "replay": {"perMinute": 2}}},
+        reason="tight windows",
+        actor_label="setup",
+    )
+    task_ids = await recorded_tasks(hub, sdk, 3)  # lead has room for one more this minute
+    set_id = await db(make_set, task_ids, "writer2")
+    await replay_run(set_id, hub_url=hub.url)
+
+    view = await db(replay_set_get, set_id=set_id)
+    # The replay caller's own window: two go through, the third is refused for its limit.
+    assert [v.item.outcome for v in view.items] == ["done", "done", "refused"]
+    assert view.items[2].item.reason.startswith("rate_limit_minute")
+    # lead's window holds its own three calls only: its fourth still goes through.
+    fourth = await send(hub.lead, request("echo four"))
+    assert fourth.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 async def test_a2a_replay_on_the_command_line_reports_progress_and_exports_jsonl(
