@@ -261,6 +261,7 @@ _PER_CALL = {
     "in_reply_to_id",
     "latency_ms",
     "decision_latency_us",
+    "call_times",
 }
 
 
