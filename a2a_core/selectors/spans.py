@@ -190,7 +190,8 @@ def time_split(
     segments: list[Segment] = []
     cursor = 0
     measured = bool(handed) or any(message.call_times for message in requests)
-    # Humans first: a wait for a human overrides whatever the hub noted meanwhile.
+    # In order of start (a human's wait first among those starting together); a stretch that
+    # overlaps the one before keeps only what is left after it.
     for left, right, who, what in sorted(stretches, key=lambda s: (s[0], s[2] != HUMAN)):
         left, right = max(left, cursor), min(right, total)
         if right <= left:
