@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("a2a_core", "0009_call_times_trace_roots"),
+        ("a2a_core", "0010_call_times_trace_roots"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("a2a_core", "0008_task_inflight_index"),
+        ("a2a_core", "0009_message_repeat"),
     ]
 
     operations = [
