@@ -128,6 +128,7 @@ MESSAGE_COLUMNS = [
     "late",
     "digest",
     "request_metadata",
+    "repeat",
     "created_at",
     "author_id",
     "redirected_to_id",
@@ -203,6 +204,7 @@ class Traffic:
             late=False,
             digest="",
             request_metadata="{}",
+            repeat=0,
         )
 
     def stamp(self, moment: datetime) -> Any:
