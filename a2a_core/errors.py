@@ -105,7 +105,7 @@ class Unauthenticated(HubError):
 
 
 class PolicyRejected(HubError):
-    """The coordinator refused a message; `reason` is the policy's reason code."""
+    """The policy refused a message; `reason` is the policy's reason code."""
 
     code = "policy_rejected"
 

@@ -65,7 +65,7 @@ CALL_QUEUE = Gauge(
 )
 DECISIONS = Counter(
     "a2a_policy_decisions",
-    "The coordinator's decisions on messages, by decision and reason",
+    "The policy's decisions on messages, by decision and reason",
     ["decision", "reason"],
 )
 
@@ -108,7 +108,7 @@ class CallRecord:
     method: str
     started: float = field(default_factory=time.perf_counter)
     status: str = ""
-    # Learned while serving it (see `a2a_core.delivery.calls.Call.learned`).
+    # Learned while serving it (see `a2a_core.delivery.call.Call.learned`).
     learned: dict[str, str] = field(default_factory=dict)
 
     def saw(self, item: Any) -> None:

@@ -44,6 +44,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from a2a_core.traceparent import header as traceparent_header
+from a2a_core.traceparent import parse as parse_traceparent
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer
 
@@ -376,7 +379,7 @@ def traceparent_of(span: Span | None) -> str:
     if span is None:
         return ""
     ctx = span.get_span_context()
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
+    return traceparent_header(f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}")
 
 
 def waited(
@@ -455,20 +458,19 @@ def _hub_trace(trace_id: str) -> int:
         return 0
 
 
-def _remote(traceparent: str) -> SpanContext | None:
+def _remote(header: str) -> SpanContext | None:
     """The caller's span, from its W3C `traceparent`; None when absent or malformed."""
-    parts = traceparent.strip().split("-")
-    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
-        return None
-    try:
-        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
-    except ValueError:
-        return None
-    if not trace_id or not span_id:
+    parent = parse_traceparent(header)
+    if parent is None:
         return None
     from opentelemetry.trace import SpanContext, TraceFlags
 
-    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags & 1))
+    return SpanContext(
+        int(parent.trace_id, 16),
+        int(parent.span_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED if parent.sampled else TraceFlags.DEFAULT),
+    )
 
 
 def _remember(store: OrderedDict[Any, Any], key: Any, value: Any) -> None:

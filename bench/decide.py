@@ -1,4 +1,4 @@
-"""Latency of the coordinator's pure `decide`: p50/p99 over many decisions.
+"""Latency of the policy's pure `decide`: p50/p99 over many decisions.
 
     python bench/decide.py [--decisions 100000] [--agents 1000] [--rules 10000] [--seed 7]
 

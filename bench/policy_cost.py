@@ -1,14 +1,15 @@
-"""What the coordinator costs: the hub's SendMessage throughput with the policy on vs off.
+"""What judging costs: the hub's SendMessage throughput under a policy with every check on,
+against the lightest policy the schema allows, alternating on one hub.
 
     python bench/policy_cost.py [--seconds 5] [--rounds 3] [--concurrency 16]
 
-One run: the echo agent, and two hub processes on the same fresh database (SQLite unless
-DATABASE_URL is set) — one with the policy on, one with HUB_POLICY_ENABLED=false. The active
-policy keeps every check (matrix, limits, hops, loops, breakers, approvals) but its limits are
-high enough that the load is never refused, so both hubs do the same work except judging.
-Runs alternate between the two; medians are reported, with the CPU each hub used per call
-(a finer measure than calls/s, which the shared machine moves). Target: the policy costs
-under 10%.
+One run: the echo agent and one hub process on a fresh database (SQLite unless DATABASE_URL is
+set). Rounds alternate between two published policies. The full one keeps every check
+(matrix, limits, hops, loops, breakers, approvals, redirects) with limits out of reach, so the
+load is never refused; the light one has no matrix, no limits, no loop detection, no breaker,
+no approvals and no redirects. Both leave the agent's calls at once unbounded, so the two differ
+only in what the judgement checks. Medians are reported, with the CPU the hub used per call (a
+finer measure than calls/s, which the shared machine moves). Target: the checks cost under 10%.
 """
 
 from __future__ import annotations
@@ -16,19 +17,34 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 from load import Result, free_port, spawn, wait_for_port
 from throughput import line, measured, prepare_hub
 
-POLICY = {
+UNBOUNDED = {"perMinute": None, "perHour": None, "concurrent": None, "incomingConcurrent": None}
+FULL = {
     "matrix": [
         {"caller": "bench-caller", "target": "echo", "action": "allow"},
         {"caller": "*", "target": "echo", "action": "deny", "kinds": ["broadcast"]},
     ],
-    "limits": {"perMinute": 10_000_000, "perHour": 100_000_000, "concurrent": 100_000},
+    "limits": {
+        "perMinute": 10_000_000,
+        "perHour": 100_000_000,
+        "concurrent": 100_000,
+        "incomingConcurrent": None,
+    },
     "maxHops": 5,
     "approvals": [{"name": "escalations need a human", "kinds": ["escalation"]}],
+}
+LIGHT = {
+    "limits": UNBOUNDED,
+    "loopDetection": False,
+    "breaker": {"enabled": False},
+    "approvals": [],
+    "redirects": [],
 }
 
 
@@ -69,56 +85,62 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[16])
     args = parser.parse_args()
 
-    echo_port, on_port, off_port = free_port(), free_port(), free_port()
+    echo_port, hub_port = free_port(), free_port()
     data_dir = Path(tempfile.mkdtemp(prefix="hub-bench-policy-"))
     echo = spawn(["bench/echo_agent.py", str(echo_port)])
-    env, token = prepare_hub(data_dir, echo_port)
-    from a2a_core.services.policy import policy_publish
-
-    policy_publish(document=POLICY, reason="bench: every check, limits out of reach")
+    env, token = prepare_hub(data_dir, echo_port, incoming_concurrent=None)
     env = {**env, "DJANGO_SETTINGS_MODULE": "config.settings"}
-    hub_on = spawn(hub_server(on_port), env={**env, "HUB_POLICY_ENABLED": "true"})
-    hub_off = spawn(hub_server(off_port), env={**env, "HUB_POLICY_ENABLED": "false"})
-    procs = [hub_on, hub_off, echo]
+    hub = spawn(hub_server(hub_port), env=env)
     try:
-        for port, proc in ((echo_port, echo), (on_port, hub_on), (off_port, hub_off)):
+        for port, proc in ((echo_port, echo), (hub_port, hub)):
             wait_for_port(port, proc)
         database = "PostgreSQL" if "postgres" in env["DATABASE_URL"] else "SQLite"
         layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory layer"
         print(
-            f"SendMessage through the hub, policy on vs off: {args.seconds:g} s per run x "
-            f"{args.rounds} rounds, uvicorn + {database} + {layer}"
+            f"SendMessage through the hub, every check vs the lightest policy: {args.seconds:g} s "
+            f"per run x {args.rounds} rounds, alternating, uvicorn + {database} + {layer}"
         )
+        url = f"http://127.0.0.1:{hub_port}/a2a/echo/"
+        pids = {"hub": [hub.pid], "echo": [echo.pid]}
         for concurrency in args.concurrency:
-            offs, ons = [], []
+            lights: list[Result] = []
+            fulls: list[Result] = []
+            load = {"concurrency": concurrency, "seconds": args.seconds, "token": token}
             for _ in range(args.rounds):
-                for port, proc, results in ((off_port, hub_off, offs), (on_port, hub_on, ons)):
-                    url = f"http://127.0.0.1:{port}/a2a/echo/"
-                    pids = {"hub": [proc.pid], "echo": [echo.pid]}
-                    load = {"concurrency": concurrency, "seconds": args.seconds, "token": token}
+                for document, results in ((LIGHT, lights), (FULL, fulls)):
+                    publish(document)
                     results.append(measured(url, pids, **load))
-            off, on = median(offs), median(ons)
-            print(line("off", off) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in offs)})")
-            print(line("on", on) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in ons)})")
-            cost = 1 - on.rate / off.rate
+            light, full = median(lights), median(fulls)
+            print(line("light", light) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in lights)})")
+            print(line("full", full) + f"   (runs: {', '.join(f'{r.rate:.0f}' for r in fulls)})")
+            cost = 1 - full.rate / light.rate
             print(
-                f"         ratio on/off: throughput {on.rate / off.rate:.2f}x, "
-                f"p50 {on.pct(50) / off.pct(50):.2f}x -> the policy costs {cost:.1%} "
+                f"         ratio full/light: throughput {full.rate / light.rate:.2f}x, "
+                f"p50 {full.pct(50) / light.pct(50):.2f}x -> the checks cost {cost:.1%} "
                 f"(target < 10%: {'met' if cost < 0.10 else 'NOT met'})"
             )
-            on_cpu, off_cpu = on.cpu_ms_per_call("hub"), off.cpu_ms_per_call("hub")
+            full_cpu, light_cpu = full.cpu_ms_per_call("hub"), light.cpu_ms_per_call("hub")
             print(
-                f"         the hub's CPU a call: {on_cpu:.2f} ms on, {off_cpu:.2f} ms off "
-                f"({on_cpu / off_cpu - 1:+.1%})"
+                f"         the hub's CPU a call: {full_cpu:.2f} ms full, {light_cpu:.2f} ms light "
+                f"({full_cpu / light_cpu - 1:+.1%})"
             )
         print(
             "decisions recorded: "
             + ", ".join(f"{d} ({r or '-'}): {n}" for (d, r), n in sorted(decisions().items()))
         )
     finally:
-        for proc in procs:
+        for proc in (hub, echo):
             proc.terminate()
             proc.wait(10)
+
+
+def publish(document: dict[str, Any]) -> None:
+    """Make `document` the active policy, and wait until the hub has seen it (it re-checks the
+    active version at most once a second)."""
+    from a2a_core.services.policy import REFRESH_SECONDS, policy_publish
+
+    policy_publish(document=document, reason="bench: policy cost")
+    time.sleep(REFRESH_SECONDS + 0.2)
 
 
 if __name__ == "__main__":

@@ -297,7 +297,8 @@ class Worker:
                     return self
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError("worker did not start")
+        self.stop()  # never left running to hold the test database
+        raise RuntimeError(f"worker did not start within {timeout:g} s")
 
     def stop(self) -> None:
         self.process.terminate()

@@ -59,7 +59,7 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--decision",
         metavar="D",
-        help="the coordinator's decision: deliver, hold, redirect or reject",
+        help="the policy's decision: deliver, hold, redirect or reject",
     )
     p.add_argument("--reason", help="the decision's reason code (e.g. rate_limit_minute)")
     p.add_argument("--text", help="words in the message's summary")
@@ -171,7 +171,7 @@ def _given(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _decision_text(line: dict[str, Any]) -> str:
-    action = line["coordinatorAction"]
+    action = line["policyDecision"]
     verdict = {
         Decision.DELIVER: "delivered",
         Decision.HOLD: "held",

@@ -1,4 +1,4 @@
-"""`a2a policy show|set|history|rollback|dry-run`: the coordinator's policy from a terminal."""
+"""`a2a policy show|set|history|rollback|dry-run`: the policy from a terminal."""
 
 from __future__ import annotations
 

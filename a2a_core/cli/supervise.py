@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from a2a_core.backoff import backoff
+
 FIRST_DELAY = 0.25
 # A worker that lived this long had started: its death is not a failed start.
 STARTED_AFTER = 10.0
@@ -101,7 +103,7 @@ class Supervisor:
                     f"times in a row (the last {how}); restarting them does not help. "
                     "The workers' own messages, above, say why they stopped"
                 )
-            delay = FIRST_DELAY * 2 ** max(0, place.failed_starts - 1)
+            delay = backoff(place.failed_starts, FIRST_DELAY)
             place.restart_at = now + delay
             self._say(
                 f"  worker {process.pid} {how} {lived:.1f} s after it started; "

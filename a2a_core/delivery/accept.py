@@ -14,13 +14,14 @@ from google.protobuf.json_format import MessageToDict
 from a2a_core import agent_cache, metrics, tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery import push
-from a2a_core.delivery.calls import Call, accept_inbound
+from a2a_core.delivery.call import Call
 from a2a_core.errors import PermissionDenied, PolicyRejected, TargetUnavailable
 from a2a_core.logging import trace_id_var
 from a2a_core.models import Agent
 from a2a_core.models import Scope as AgentScope
 from a2a_core.services.messages import Accepted, Inbound
 from a2a_core.services.push import PushConfigInput, push_config_save, push_config_save_for_retry
+from a2a_core.services.writes import accept_inbound
 from a2a_core.storage.policy_state import retry_seconds
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import AsyncGenerator
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,18 +43,10 @@ from a2a_core.delivery.agent_errors import (
     not_a2a,
 )
 from a2a_core.delivery.jsonrpc import AiohttpJsonRpcTransport
-from a2a_core.delivery.slots import Slots
+from a2a_core.delivery.slots import Slots, shared_slots
 from a2a_core.errors import HubError, TargetUnavailable
 from a2a_core.models import Agent
 from a2a_core.services.policy import incoming_concurrent
-
-
-def traceparent(trace_id: str) -> str:
-    """A W3C traceparent for a new span of `trace_id` (the hub's hop to the agent).
-
-    Span ids need to be unique, not secret: a fast PRNG instead of the OS's randomness."""
-    return f"00-{trace_id}-{random.getrandbits(64) or 1:016x}-01"
-
 
 # How long a connection to an agent is kept for reuse.
 IDLE_CONNECTION_SECONDS = 4.0
@@ -85,7 +76,7 @@ class EndpointForwarder:
         self._clients: dict[tuple[int, str, bool], Client] = {}
         # gRPC agents: one channel per address, shared by every client for it.
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self.slots = Slots()
+        self.slots = Slots(shared=shared_slots())
 
     def _client(self, agent: Agent, *, streaming: bool) -> Client:
         key = (agent.pk, agent.card_digest, streaming)
@@ -176,7 +167,7 @@ class EndpointForwarder:
         limit = incoming_concurrent(agent.slug)
         slots = self.slots
         try:
-            await slots.acquire(agent.pk, agent.slug, limit, task_id, wait_seconds)
+            lease = await slots.acquire(agent.pk, agent.slug, limit, task_id, wait_seconds)
         except TimeoutError:
             busy = slots.busy(agent.pk)
             raise NoSlotInTime(
@@ -206,7 +197,7 @@ class EndpointForwarder:
             finally:
                 await stream.aclose()
         finally:
-            slots.release(agent.pk)
+            slots.release(agent.pk, lease)
 
     async def _send(
         self, client: Client, request: SendMessageRequest, context: ClientCallContext
@@ -356,7 +347,7 @@ def forget_slots() -> None:
     """Count every forwarder's calls afresh (a database was reset under them: tests). Calls
     under way release the slots they took."""
     for found in _forwarders.values():
-        found.slots = Slots()
+        found.slots = Slots(shared=shared_slots())
 
 
 async def close_forwarder() -> None:

@@ -25,12 +25,14 @@ from google.protobuf.json_format import ParseDict
 
 from a2a_core import tracing
 from a2a_core.asyncdb import db
+from a2a_core.backoff import backoff
 from a2a_core.delivery.agent_errors import AgentRefused
-from a2a_core.delivery.endpoint import forwarder, traceparent
+from a2a_core.delivery.endpoint import forwarder
 from a2a_core.errors import HubError
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent, Delivery, DeliveryMode, DeliveryState
 from a2a_core.schemas.a2a import HUB_METADATA
+from a2a_core.traceparent import header as traceparent
 
 log = get_logger("fanout")
 
@@ -116,8 +118,8 @@ def fanout_outcome(*, delivery_id: int, attempt: int, error: str = "", final: bo
     elif final or attempt >= settings.HUB_FANOUT_MAX_ATTEMPTS:
         rows.update(state=DeliveryState.FAILED, next_attempt_at=None, last_error=error[:2000])
     else:
-        backoff = timedelta(seconds=2 ** (attempt - 1))
-        rows.update(next_attempt_at=now + backoff, last_error=error[:2000])
+        wait = timedelta(seconds=backoff(attempt, 1.0))
+        rows.update(next_attempt_at=now + wait, last_error=error[:2000])
 
 
 async def _send(copy: Copy) -> None:

@@ -34,8 +34,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from a2a_core.asyncdb import db
+from a2a_core.backoff import backoff
 from a2a_core.delivery.agent_errors import AgentNotA2A, AgentRefused, AgentTimeout
-from a2a_core.delivery.endpoint import forwarder, traceparent
+from a2a_core.delivery.endpoint import forwarder
 from a2a_core.errors import TargetUnavailable
 from a2a_core.logging import get_logger
 from a2a_core.models import ACTIVE_STATES, Agent, Task
@@ -51,6 +52,7 @@ from a2a_core.services.follow import (
 )
 from a2a_core.services.tasks import Failure, Record, Snapshot, StreamEvent, tasks_record
 from a2a_core.services.writes import Outcome, writes_commit
+from a2a_core.traceparent import header as traceparent
 
 log = get_logger("follow")
 
@@ -81,7 +83,7 @@ def _lease() -> timedelta:
     return timedelta(seconds=settings.HUB_FOLLOW_LEASE_SECONDS)
 
 
-async def follow(task_id: str) -> None:
+async def follow_agent_task(task_id: str) -> None:
     """Follow the task from this process (an endpoint agent answered it with a task still
     submitted or working). The hand-over is committed before this returns: if the process
     stops, another resumes it. Nothing happens if the task is followed already."""
@@ -183,7 +185,7 @@ async def _converge(task_id: str) -> None:
     headers = {"traceparent": traceparent(task.trace_id), "A2A-Hub-Task-Id": task_id}
     remote_id = task.remote_task_id or await _find(task, headers)
     subscribe = _streams(agent)
-    delay = POLL_FIRST
+    polls = 0
     last: dict[str, Any] = {}
     while remote_id and await db(_state, task_id) in ACTIVE_STATES:
         left = (task.deadline - timezone.now()).total_seconds()
@@ -196,8 +198,8 @@ async def _converge(task_id: str) -> None:
                 with contextlib.suppress(AgentRefused, AgentTimeout, TimeoutError):
                     await _subscribe(task_id, agent, remote_id, headers, left)
                 continue
-            await asyncio.sleep(min(delay, left))
-            delay = min(delay * 2, POLL_MAX)
+            polls += 1
+            await asyncio.sleep(min(backoff(polls, POLL_FIRST, POLL_MAX), left))
             remote = await forwarder().get_task(
                 agent, remote_id, headers=headers, wait_seconds=min(CALL_SECONDS, left)
             )

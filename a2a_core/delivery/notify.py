@@ -40,6 +40,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from a2a_core.asyncdb import db
+from a2a_core.backoff import backoff
 from a2a_core.client.webhooks import HEADER, sign
 from a2a_core.delivery.ssrf import NOTIFY, UnsafeTarget, resolve
 from a2a_core.logging import get_logger
@@ -175,7 +176,7 @@ def _done(note: Notification, error: str) -> None:
             target.failures += 1
             fields.append("failures")
         else:
-            wait = settings.HUB_NOTIFY_RETRY_SECONDS * 2 ** (note.attempts - 1)
+            wait = backoff(note.attempts, settings.HUB_NOTIFY_RETRY_SECONDS)
             note.next_attempt_at = now + timedelta(seconds=wait)
         target.save(update_fields=fields)
     note.save(update_fields=["attempts", "state", "sent_at", "last_error", "next_attempt_at"])

@@ -14,9 +14,10 @@ from google.protobuf.json_format import ParseDict
 from a2a_core import tracing
 from a2a_core.asyncdb import db
 from a2a_core.call_times import CallTimes
-from a2a_core.delivery.calls import Call, forwarded_metadata
+from a2a_core.delivery.call import Call
 from a2a_core.delivery.pump import start_pump
 from a2a_core.delivery.streams import trace_inbox_forward
+from a2a_core.delivery.wire import forwarded_metadata
 from a2a_core.logging import get_logger
 from a2a_core.models import (
     Agent,

@@ -15,24 +15,17 @@ from google.protobuf.json_format import MessageToDict
 
 from a2a_core import tracing
 from a2a_core.delivery.agent_errors import AgentRefused, AgentTimeout, NoSlotInTime
-from a2a_core.delivery.calls import (
-    UNFINISHED,
-    Call,
-    fail,
-    forward_headers,
-    forwarded,
-    message_ref,
-    outcome,
-    record,
-)
+from a2a_core.delivery.call import Call
 from a2a_core.delivery.endpoint import forwarder
-from a2a_core.delivery.follow import follow as follow_to_end
+from a2a_core.delivery.follow import follow_agent_task
 from a2a_core.delivery.slots import Dequeued
+from a2a_core.delivery.wire import UNFINISHED, forward_headers, forwarded, message_ref
 from a2a_core.errors import TargetUnavailable
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent
 from a2a_core.services.messages import Accepted
 from a2a_core.services.tasks import StreamEvent
+from a2a_core.services.writes import record, record_failure, record_outcome
 
 log = get_logger("dispatch")
 
@@ -90,7 +83,7 @@ async def _pump(
         ):
             if not answered:
                 answered = True
-                await outcome(target, accepted, True)
+                await record_outcome(target, accepted, True)
             deadline = timezone.now() + timedelta(seconds=accepted.timeout)
             event_dict = MessageToDict(event)
             call.times.now("answered")
@@ -101,25 +94,25 @@ async def _pump(
             tracing.call_split(accepted.task_id, call.times, judge_us=accepted.judge_us)
         if state in UNFINISHED:
             # The stream closed before the task ended: the agent goes on without it.
-            await follow_to_end(accepted.task_id)
+            await follow_agent_task(accepted.task_id)
     except Dequeued:
         return  # canceled while it waited for a slot
     except NoSlotInTime as exc:
-        await fail(accepted.task_id, exc.message)
+        await record_failure(accepted.task_id, exc.message)
     except AgentTimeout as exc:
-        await outcome(target, accepted, answered)
-        await fail(accepted.task_id, exc.message)
+        await record_outcome(target, accepted, answered)
+        await record_failure(accepted.task_id, exc.message)
     except AgentRefused as exc:
-        await outcome(target, accepted, True)
-        await fail(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
+        await record_outcome(target, accepted, True)
+        await record_failure(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
     except TargetUnavailable as exc:
-        await outcome(target, accepted, False)
-        await fail(accepted.task_id, f"{target.slug} {exc.message}")
+        await record_outcome(target, accepted, False)
+        await record_failure(accepted.task_id, f"{target.slug} {exc.message}")
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("delivery failed", extra={"task_id": accepted.task_id})
-        await fail(accepted.task_id, "the hub could not deliver this task")
+        await record_failure(accepted.task_id, "the hub could not deliver this task")
 
 
 # What an endpoint agent's task may still be when its answer or stream ends: then the hub

@@ -11,8 +11,10 @@ after sixteen calls' worth of work, and the hub idles meanwhile. With ten at mos
 prepares the next calls while the agent answers the first (bench/throughput.py: +22% calls
 per second through the hub at concurrency 16).
 
-The limit is per hub process: each of `a2a serve --workers N` keeps its share, the limit
-divided by N, rounded up.
+Embedded, the limit is per hub process: each of `a2a serve --workers N` keeps its share, the
+limit divided by N, rounded up. Scaled (REDIS_URL set), it is the hub's across every process
+and host: a call also holds a lease in Redis (`a2a_core.storage.redis_slots`), waiting for one
+while the agent's other calls, from any process, hold all of them.
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ import os
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from a2a_core import metrics
+from a2a_core.backoff import backoff
 from a2a_core.errors import HubError
+from a2a_core.storage.redis_slots import SharedSlots
 
 
 class Dequeued(HubError):
@@ -50,9 +56,12 @@ def workers() -> int:
 class Slots:
     """Calls in flight per agent (by primary key), and the calls waiting for one to end."""
 
-    def __init__(self, *, share_of: int | None = None) -> None:
+    def __init__(self, *, share_of: int | None = None, shared: SharedSlots | None = None) -> None:
         self._agents: dict[int, _Agent] = defaultdict(_Agent)
-        self._share_of = share_of or workers()
+        self._shared = shared
+        self._share_of = 1 if shared is not None else share_of or workers()
+        self._leasing: set[str] = set()  # calls waiting for a lease (by task id)
+        self._withdrawn: set[str] = set()  # of those, the ones withdrawn meanwhile
 
     def waiting(self, agent_id: int) -> int:
         return len(self._agents[agent_id].waiting)
@@ -62,12 +71,49 @@ class Slots:
 
     async def acquire(
         self, agent_id: int, label: str, limit: int | None, task_id: str, wait_seconds: float
-    ) -> None:
+    ) -> str:
         """Take one of the agent's slots, waiting for one (at most `wait_seconds`, else
-        TimeoutError) when all are taken; `release` it when the call ends.
+        TimeoutError) when all are taken; `release` it, with the lease this returns, when the
+        call ends.
 
         `limit` is the policy's as this call sees it: a raised limit lets waiting calls go at
         once, a lowered one lets the calls under way finish."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_seconds
+        await self._acquire_here(agent_id, label, limit, task_id, wait_seconds)
+        if self._shared is None or limit is None:
+            return ""
+        try:
+            return await self._lease(agent_id, limit, task_id, deadline)
+        except BaseException:
+            self._release(self._agents[agent_id])
+            raise
+
+    async def _lease(self, agent_id: int, limit: int, task_id: str, deadline: float) -> str:
+        """A lease on one of the agent's slots across the hub's processes (scaled mode)."""
+        assert self._shared is not None
+        loop = asyncio.get_running_loop()
+        tries = 0
+        self._leasing.add(task_id)
+        try:
+            while True:
+                lease = await self._shared.take(agent_id, limit)
+                if lease is not None:
+                    return lease
+                if task_id in self._withdrawn:
+                    raise Dequeued("withdrawn while waiting for a slot")
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise TimeoutError
+                tries += 1
+                await asyncio.sleep(min(backoff(tries, 0.01, 0.2), left))
+        finally:
+            self._leasing.discard(task_id)
+            self._withdrawn.discard(task_id)
+
+    async def _acquire_here(
+        self, agent_id: int, label: str, limit: int | None, task_id: str, wait_seconds: float
+    ) -> None:
         agent = self._agents[agent_id]
         agent.limit = None if limit is None else math.ceil(limit / self._share_of)
         if not agent.waiting and self._free(agent):
@@ -90,8 +136,10 @@ class Slots:
         finally:
             metrics.CALL_QUEUE.labels(label).dec()
 
-    def release(self, agent_id: int) -> None:
+    def release(self, agent_id: int, lease: str = "") -> None:
         self._release(self._agents[agent_id])
+        if self._shared is not None:
+            self._shared.give_back(agent_id, lease)
 
     def withdraw(self, task_id: str) -> bool:
         """Take the waiting call of `task_id` out of its queue (it raises `Dequeued`)."""
@@ -102,6 +150,9 @@ class Slots:
                     if not entry[1].done():
                         entry[1].set_exception(Dequeued("withdrawn while waiting for a slot"))
                     return True
+        if task_id in self._leasing:
+            self._withdrawn.add(task_id)  # it stops at its next try
+            return True
         return False
 
     def _free(self, agent: _Agent) -> bool:
@@ -117,3 +168,8 @@ class Slots:
             if not future.done():
                 agent.busy += 1
                 future.set_result(None)
+
+
+def shared_slots() -> SharedSlots | None:
+    """The leases shared across the hub's processes, in scaled mode (REDIS_URL set)."""
+    return SharedSlots(settings.REDIS_URL) if settings.REDIS_URL else None

@@ -16,14 +16,9 @@ from channels.layers import get_channel_layer
 from a2a_core import selectors, tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery.accept import accept, deliver_to, inline_push, save_inline_push
-from a2a_core.delivery.calls import (
-    Call,
-    forwarded_metadata,
-    request_metadata,
-    stream_item,
-    wire_task,
-)
+from a2a_core.delivery.call import Call
 from a2a_core.delivery.pump import in_background, start_pump
+from a2a_core.delivery.wire import forwarded_metadata, request_metadata, stream_item, wire_task
 from a2a_core.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -38,7 +33,7 @@ from a2a_core.services.messages import Accepted
 POLL_SECONDS = 2.0
 
 
-async def follow(
+async def watch_task_events(
     task_id: str, *, after: int, stop_on_interrupt: bool
 ) -> AsyncIterator[dict[str, Any]]:
     """Yield the task's status and artifact events after `after`, in order, until it ends
@@ -83,7 +78,7 @@ def trace_inbox_forward(target: Agent, accepted: Accepted) -> None:
 
 async def _inbox_forward_ends(task_id: str) -> None:
     try:
-        async for _ in follow(task_id, after=0, stop_on_interrupt=True):
+        async for _ in watch_task_events(task_id, after=0, stop_on_interrupt=True):
             pass
     finally:
         tracing.forwarded(task_id)
@@ -119,7 +114,7 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
             )
         else:
             trace_inbox_forward(target, accepted)
-    async for payload in follow(accepted.task_id, after=seq, stop_on_interrupt=True):
+    async for payload in watch_task_events(accepted.task_id, after=seq, stop_on_interrupt=True):
         yield stream_item(payload)
 
 
@@ -134,5 +129,5 @@ async def subscribe(call: Call, request: SubscribeToTaskRequest) -> AsyncIterato
         )
     view, seq, _ = await db(task_snapshot, task_id=task.pk, history_length=None)
     yield wire_task(view)
-    async for payload in follow(task.pk, after=seq, stop_on_interrupt=False):
+    async for payload in watch_task_events(task.pk, after=seq, stop_on_interrupt=False):
         yield stream_item(payload)

@@ -20,20 +20,16 @@ from google.protobuf.json_format import ParseDict
 from a2a_core import selectors
 from a2a_core.asyncdb import db
 from a2a_core.delivery.agent_errors import AgentRefused, AgentTimeout
-from a2a_core.delivery.calls import (
-    Call,
-    checked_history_length,
-    fail,
-    record,
-    relayed_refusal,
-    wire_task,
-)
-from a2a_core.delivery.endpoint import forwarder, traceparent
+from a2a_core.delivery.call import Call
+from a2a_core.delivery.endpoint import forwarder
+from a2a_core.delivery.wire import checked_history_length, relayed_refusal, wire_task
 from a2a_core.errors import FieldProblem, TargetUnavailable, ValidationFailed
 from a2a_core.models import TERMINAL_STATES, Agent, DeliveryMode, TaskState
 from a2a_core.selectors.task_wire import state_from_wire, task_view
 from a2a_core.services.inbox import inbox_task_canceled
 from a2a_core.services.tasks import Snapshot
+from a2a_core.services.writes import record, record_failure
+from a2a_core.traceparent import header as traceparent
 
 MAX_PAGE_SIZE = 100
 
@@ -150,7 +146,7 @@ async def cancel_task(call: Call, request: CancelTaskRequest) -> Task:
             view = await record(Snapshot(task.pk, remote))
             if view["status"]["state"] == "TASK_STATE_CANCELED":
                 return wire_task(view)
-    canceled = wire_task(await fail(task.pk, reason, TaskState.CANCELED))
+    canceled = wire_task(await record_failure(task.pk, reason, TaskState.CANCELED))
     # A call still waiting for one of the agent's slots (in this process) is not sent at all.
     forwarder().slots.withdraw(task.pk)
     if target.delivery_mode == DeliveryMode.INBOX:

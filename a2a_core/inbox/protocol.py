@@ -55,13 +55,13 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from a2a_core.asyncdb import db
-from a2a_core.delivery.calls import record
 from a2a_core.errors import FieldProblem, HubError, ValidationFailed, field_problems
 from a2a_core.models import Agent
 from a2a_core.models.task import new_id
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.services.inbox import inbox_ack
 from a2a_core.services.tasks import Report
+from a2a_core.services.writes import record
 
 Reportable = Literal["working", "input-required", "completed", "failed", "canceled", "rejected"]
 TaskId = Annotated[str, Field(min_length=1, max_length=64)]

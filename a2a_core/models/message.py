@@ -1,4 +1,4 @@
-"""Every message that crosses the hub, the coordinator's decision on it, and its deliveries."""
+"""Every message that crosses the hub, the policy's decision on it, and its deliveries."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ class Message(models.Model):
     hop = models.PositiveSmallIntegerField(default=1)
     trace_id = models.CharField(max_length=32, blank=True)
 
-    # --- the coordinator's decision (seed 000 `coordinatorAction`) ----------------------------
+    # --- the policy's decision (seed 000 `coordinatorAction`) ----------------------------
     decision = models.CharField(max_length=16, choices=Decision, default=Decision.DELIVER)
     decision_reason = models.CharField(max_length=64, blank=True)
     decision_detail = models.TextField(blank=True)

@@ -1,4 +1,4 @@
-"""The coordinator's policy: one validated document per version, exactly one active."""
+"""The policy: one validated document per version, exactly one active."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`decide(facts, context, policy) -> Decision`: the coordinator's judgement on one message.
+"""`decide(facts, context, policy) -> Decision`: the policy's judgement on one message.
 
 Pure: no ORM, no I/O, no clock — everything it needs is in its arguments, so it is fast,
 deterministic and tested in isolation. The checks, in order (the first that applies wins):

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from a2a_core import agent_cache, tracing
 from a2a_core.asyncdb import db
-from a2a_core.delivery.calls import Call
+from a2a_core.delivery.call import Call
 from a2a_core.models import Agent
 from a2a_core.models import Scope as AgentScope
 from a2a_core.protocol.errors import (

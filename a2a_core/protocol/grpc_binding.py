@@ -56,7 +56,7 @@ from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2, status_pb2
 from packaging.version import InvalidVersion, Version
 
-from a2a_core.delivery.calls import Call
+from a2a_core.delivery.call import Call
 from a2a_core.logging import get_logger, warn_limited
 from a2a_core.models import Scope as AgentScope
 from a2a_core.protocol.errors import (

@@ -29,8 +29,8 @@ from django.conf import settings
 
 from a2a_core import timeline
 from a2a_core.delivery import push
-from a2a_core.delivery.calls import Call
-from a2a_core.delivery.send import send_message
+from a2a_core.delivery.call import Call
+from a2a_core.delivery.conductor import send_message
 from a2a_core.delivery.streams import stream_message, subscribe
 from a2a_core.delivery.task_calls import cancel_task, get_task, list_tasks
 from a2a_core.errors import AgentSuspended, HubError

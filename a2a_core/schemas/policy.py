@@ -1,4 +1,4 @@
-"""The coordinator's policy: one validated document, versioned by the hub.
+"""The policy: one validated document, versioned by the hub.
 
 Everything an admin can change is here: the routing kill switch, who may route to whom (a
 matrix of caller -> target rules with a default), rate limits, the hop limit and loop

@@ -271,7 +271,7 @@ def _slug(agent: Agent | None) -> str | None:
 
 def message_document(message: Message) -> dict[str, Any]:
     """Everything the hub holds about a message: the A2A message as stored (in the hub's ids),
-    its envelope, the coordinator's decision, its deliveries and its task."""
+    its envelope, the policy's decision, its deliveries and its task."""
     task = message.task
     return {
         "message": message_view(message),

@@ -82,6 +82,11 @@ _LOG_FIELDS = (
 
 def _log_line(row: Mapping[str, Any]) -> dict[str, Any]:
     """A message as one line of the A2A traffic log (seed 000's schema, plus the hub's ids)."""
+    decision = {
+        "action": row["decision"],
+        "reason": row["decision_reason"],
+        "detail": row["decision_detail"],
+    }
     return {
         "timestamp": iso(row["created_at"]),
         "from": _sender(row["sender__slug"], row["author__username"]),
@@ -91,11 +96,10 @@ def _log_line(row: Mapping[str, Any]) -> dict[str, Any]:
         "files": _files(row["envelope"]),
         "responseReceived": row["responded_at"] is not None,
         "latencyMs": row["latency_ms"],
-        "coordinatorAction": {
-            "action": row["decision"],
-            "reason": row["decision_reason"],
-            "detail": row["decision_detail"],
-        },
+        "policyDecision": decision,
+        # The same object under its earlier name (the audit log's format in seed 000), kept
+        # so that readers of older exports go on working; docs/audit.md says which to use.
+        "coordinatorAction": decision,
         "messageId": row["message_id"],
         "taskId": row["task_id"],
         "contextId": row["context_id"] or None,

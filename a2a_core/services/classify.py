@@ -73,16 +73,28 @@ def message_row(
     *,
     role: str,
     direction: str,
-    task: Task,
+    task: Task | None,
     kind: str,
     envelope: dict[str, Any] | None,
     summary: str,
     **fields: Any,
 ) -> Message:
-    """An (unsaved) Message row for an A2A message (ProtoJSON) on `task`.
+    """An (unsaved) Message row for an A2A message (ProtoJSON): the one way the hub builds
+    one. On `task`, it takes the task's context, hop and trace; a message on no task (a
+    fan-out) gives `context_id` and `trace_id` in `fields`.
 
     The hub's own metadata fields are not stored with the message: they are the task's.
     """
+    on_task = (
+        {}
+        if task is None
+        else {
+            "task": task,
+            "context_id": task.context_id,
+            "hop": task.depth + 1,
+            "trace_id": task.trace_id,
+        }
+    )
     return new_row(
         Message,
         message_id=str(message["messageId"]),
@@ -95,10 +107,7 @@ def message_row(
         kind=kind,
         envelope=envelope,
         summary=summary,
-        task=task,
-        context_id=task.context_id,
-        hop=task.depth + 1,
-        trace_id=task.trace_id,
+        **on_task,
         **fields,
     )
 

@@ -35,11 +35,11 @@ from a2a_core.models.task import new_id
 from a2a_core.policy.decide import Facts
 from a2a_core.schemas.a2a import envelope_part_indexes, hub_metadata
 from a2a_core.schemas.events import FanOutQueued
-from a2a_core.services.classify import classify, message_item
+from a2a_core.services.classify import classify, message_item, message_row
+from a2a_core.services.decisions import decide_batch
 from a2a_core.services.digest import message_digest
 from a2a_core.services.inbox import inbox_enqueue
-from a2a_core.services.judge import judge
-from a2a_core.services.message_checks import trace_id_from
+from a2a_core.traceparent import trace_id_of
 
 FAN_OUT_KINDS = ("broadcast", "knowledge_share")
 SCOPES = "all, role:<role>, skill:<skill id>, tag:<tag>, agents:<a>,<b>,..."
@@ -209,7 +209,7 @@ def fanout_accept(
         )
     hub = hub_metadata(message.get("metadata"), request_metadata or {})
     priority = str(envelope.get("priority", "normal"))
-    judged = judge(
+    judged = decide_batch(
         [
             Facts(caller.slug, agent.slug, kind, "", priority, (caller.slug,), new_task=False)
             for agent in recipients
@@ -218,28 +218,27 @@ def fanout_accept(
     )
     passed = [j for j in judged if j.decision.delivers]
     context_id = str(message.get("contextId") or new_id())
-    row = Message.objects.create(
-        message_id=message_id,
+    row = message_row(
+        message,
         role="user",
-        parts=message.get("parts") or [],
-        metadata={k: v for k, v in (message.get("metadata") or {}).items() if k != "a2aHub"},
-        extensions=message.get("extensions") or [],
-        digest=digest,
-        request_metadata=request_metadata or {},
         direction=Direction.REQUEST,
+        task=None,
         kind=kind,
         envelope=envelope,
         summary=summary,
+        digest=digest,
+        request_metadata=request_metadata or {},
         sender=caller,
         recipients=[a.slug for a in recipients] + unknown,
         context_id=context_id,
         correlation_id=str(envelope.get("correlationId") or hub.get("correlationId") or "")[:128],
-        trace_id=trace_id_from(traceparent) or new_id().replace("-", ""),
+        trace_id=trace_id_of(traceparent) or new_id().replace("-", ""),
         decision=Decision.DELIVER if passed else Decision.REJECT,
         decision_reason="fan_out" if passed else judged[0].decision.reason if judged else "",
         decision_detail=f"{len(passed)} of {len(recipients)} recipients",
         delivery_state=DeliveryState.PENDING if passed else DeliveryState.REJECTED,
     )
+    row.save(force_insert=True)
     now = timezone.now()
     deliveries = []
     for agent, verdict in zip(recipients, judged, strict=True):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.conf import settings
@@ -12,17 +11,6 @@ from a2a_core.models import Agent
 from a2a_core.schemas.a2a import HUB_METADATA, envelope_part_indexes
 
 MAX_TIMEOUT_SECONDS = 3600
-_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
-
-
-def trace_id_from(traceparent: str | None) -> str:
-    """The trace id of a W3C `traceparent` header, or '' if it is absent or malformed."""
-    if not traceparent:
-        return ""
-    pieces = traceparent.strip().split("-")
-    if len(pieces) == 4 and _TRACE_ID.match(pieces[1]) and pieces[1] != "0" * 32:
-        return pieces[1]
-    return ""
 
 
 def message_timeout(hub: dict[str, Any]) -> float:

@@ -10,8 +10,8 @@ from a2a_core.errors import FieldProblem, IllegalTransition, NotFound, Validatio
 from a2a_core.models import TERMINAL_STATES, Agent, Task, TaskState
 from a2a_core.models.task import new_id
 from a2a_core.schemas.a2a import HUB_METADATA
-from a2a_core.services.message_checks import trace_id_from
 from a2a_core.storage.rows import new_row
+from a2a_core.traceparent import trace_id_of
 
 
 class Placed(NamedTuple):
@@ -122,7 +122,7 @@ def message_place(
         depth=parent.depth + 1 if parent else 0,
         path=[*(parent.path if parent else [caller.slug]), target.slug],
         trace_id=(parent.trace_id if parent else "")
-        or trace_id_from(traceparent)
+        or trace_id_of(traceparent)
         or new_id().replace("-", ""),
         deadline=now + timedelta(seconds=timeout),
     )

@@ -31,10 +31,10 @@ from a2a_core.schemas.a2a import hub_metadata
 from a2a_core.schemas.events import TrafficItem
 from a2a_core.selectors.message_retries import EarlierCopy, RetryKey, message_earlier_copies
 from a2a_core.services.classify import classify, message_item, message_row
+from a2a_core.services.decisions import Decided, decide_batch
 from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
-from a2a_core.services.judge import Judged, judge
 from a2a_core.services.message_checks import (
     message_parts_check,
     message_sender_check,
@@ -70,11 +70,11 @@ class Accepted:
     depth: int
     timeout: float
     # What changes when the message goes on to an endpoint agent: the agent's own ids, and
-    # the hub's fields in its metadata (see `a2a_core.delivery.calls.forwarded`).
+    # the hub's fields in its metadata (see `a2a_core.delivery.wire.forwarded`).
     remote_task_id: str
     remote_context_id: str
     hub_fields: dict[str, Any]
-    # The coordinator's decision: deliver, redirect (to `deliver_to`) or hold (for a human).
+    # The policy's decision: deliver, redirect (to `deliver_to`) or hold (for a human).
     decision: str = Decision.DELIVER
     reason: str = "ok"
     deliver_to: str = ""
@@ -134,7 +134,7 @@ class _Plan:
     # Earlier copies whose tasks moved on (`message_earlier_copies`): this one is new work.
     repeat: int = 0
     row: Message | None = None
-    judged: Judged | None = None
+    judged: Decided | None = None
     judged_ns: int = 0
 
     def inbox_deadline(self, now: datetime) -> datetime | None:
@@ -218,7 +218,7 @@ def _resumes_inbox_task(plan: _Plan) -> bool:
     )
 
 
-def _row(plan: _Plan, task: Task | None, judged: Judged) -> Message:
+def _row(plan: _Plan, task: Task | None, judged: Decided) -> Message:
     decision = judged.decision
     item = plan.item
     redirected = decision.action == "redirect"
@@ -251,7 +251,7 @@ def _row(plan: _Plan, task: Task | None, judged: Judged) -> Message:
     )
 
 
-def _refusal(plan: _Plan, judged: Judged) -> PolicyRejected:
+def _refusal(plan: _Plan, judged: Decided) -> PolicyRejected:
     decision = judged.decision
     return PolicyRejected(
         f"refused by the hub's policy: {decision.detail}",
@@ -271,7 +271,7 @@ def accept_batch(
     context must match and it must not be terminal); without one a new task is created with a
     server-generated id. A call made while the caller works on task T (T given as
     `metadata.a2aHub.parentTaskId` or the `A2A-Hub-Parent-Task` header) becomes a child of T.
-    Each message is checked, placed in a task and judged by the coordinator in order; every
+    Each message is checked, placed in a task and judged by the policy in order; every
     message is recorded with the decision, including those it refuses (their callers get a
     `PolicyRejected`). A retry — the same caller, messageId, target and content as a message
     accepted before (the same `message_digest`) — records nothing and is `duplicate`, with the
@@ -384,10 +384,10 @@ def _check_and_place(
 
 
 def _judge(plans: list[_Plan]) -> None:
-    """Judge every placed message in one call to the coordinator, and build its row with the
+    """Judge every placed message in one call to the policy, and build its row with the
     decision: a redirected new task goes to the other agent; a refused new task is not
     kept."""
-    verdicts = judge([p.facts for p in plans], [p.item.caller.pk for p in plans])
+    verdicts = decide_batch([p.facts for p in plans], [p.item.caller.pk for p in plans])
     timeline.mark_batch("decide")
     judged_ns = time.time_ns()
     for plan, judged in zip(plans, verdicts, strict=True):

@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from a2a_core import selectors
+from a2a_core.backoff import backoff
 from a2a_core.errors import FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import TERMINAL_STATES, Agent, PushNotificationConfig, Task, TaskEvent
 
@@ -364,7 +365,7 @@ def push_failed(
             row.attempts = 0
             row.next_attempt_at = now + lease
         else:
-            delay = min(first_retry_seconds * 2 ** (row.attempts - 1), 3600.0)
+            delay = backoff(row.attempts, first_retry_seconds, 3600.0)
             outcome = Failed(attempts=row.attempts, retry_at=now + timedelta(seconds=delay))
             row.next_attempt_at = outcome.retry_at
             row.claim = ""

@@ -1,8 +1,9 @@
 """Group commit for the A2A hot path: accepted messages and agents' answers, together.
 
 Each call through the hub writes twice: its message before delivery, the agent's answer
-after. Concurrent calls' writes of both kinds share one transaction, so under load a
-commit carries dozens of them (see `a2a_core.batching`).
+after. Concurrent calls' writes of both kinds share one transaction, so under load a commit
+carries dozens of them (`a2a_core.storage.batching`). The entry points the call path awaits
+are at the end: `accept_inbound`, `record`, `record_failure`, `record_outcome`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from typing import Any
 
 from django.db import IntegrityError
 
+from a2a_core import tracing
 from a2a_core.errors import Conflict
+from a2a_core.models import Agent, TaskState
 from a2a_core.policy import clock
-from a2a_core.services.messages import Inbound, accept_batch
+from a2a_core.services.messages import Accepted, Inbound, accept_batch
 from a2a_core.services.policy import current_policy
-from a2a_core.services.tasks import Record, record_batch
+from a2a_core.services.tasks import Failure, Record, record_batch
+from a2a_core.storage.batching import Batcher
 from a2a_core.storage.drivers import batch_transaction
 from a2a_core.storage.policy_state import policy_state
 
@@ -74,3 +78,35 @@ def writes_commit(ops: Sequence[Write]) -> list[Any]:
             except IntegrityError as exc:
                 results.append(Conflict(f"could not record this message: {exc}"))
         return results
+
+
+# The entry points: each awaits its op's turn in the next batch and returns its result.
+_writes: Batcher[Write, Any] = Batcher(writes_commit)
+
+
+async def accept_inbound(inbound: Inbound) -> Accepted:
+    """Commit a message's acceptance (the policy's decision on it)."""
+    accepted: Accepted = await _writes.submit(inbound)
+    return accepted
+
+
+async def record(op: Record) -> Any:
+    """Record what an agent answered, streamed or reported on a task."""
+    return await _writes.submit(op)
+
+
+async def record_failure(
+    task_id: str, reason: str, state: str = TaskState.FAILED
+) -> dict[str, Any]:
+    """End a task the hub could not see through (its forward span ends failed)."""
+    tracing.forwarded(task_id, ok=False, why=reason)
+    result: dict[str, Any] = await _writes.submit(Failure(task_id, reason, state))
+    return result
+
+
+async def record_outcome(agent: Agent, accepted: Accepted, ok: bool) -> None:
+    """Tell the agent's breaker how the call went (failures always; successes only when the
+    breaker had something to forget)."""
+    tracing.forwarded(accepted.task_id, ok=ok)
+    if not ok or accepted.watch_breaker:
+        await _writes.submit(Outcome(agent.slug, ok))

@@ -1,7 +1,9 @@
 """The PostgreSQL writer's statements: a batch's rows of one table in one statement.
 
-The rows travel as one JSON document, an array of arrays, and each row's values are read out
-of it on the server, cast to their columns' types:
+The contract: values arrive adapted by their fields (storage.rows) and leave as one JSON
+document, an array of arrays, read out on the server and cast to each column's type without
+its length (`varchar`, not `varchar(64)`), so an over-long value is refused by the column, never
+cut short. A JSON column's value is the JSON itself; None is SQL NULL, as Django writes it.
 
     INSERT INTO t (a, b) SELECT (r->>0)::varchar, NULLIF(r->1, 'null')
         FROM jsonb_array_elements(%s::jsonb) AS r RETURNING id
@@ -9,18 +11,9 @@ of it on the server, cast to their columns' types:
         FROM jsonb_array_elements(%s::jsonb) AS r) AS v(c0, k)
         WHERE t.id = v.k AND t.id = ANY(%s::bigint[])
 
-One statement whatever the batch size, so its text is composed and parsed once per process
-and prepared on each connection (server-side binding: `storage.drivers.driver_cursor`); the
-document is made by the json module's C encoder in one call. Measured on the two hot group
-commits (accept and record, eight calls a batch, in one process; `writes_commit` CPU per
-batch, alternating runs): the same rows as one array per column through `unnest`, which
-psycopg builds element by element in Python, cost 9.6-10.0 ms (accept) and 8.9-9.0 ms
-(record); as one JSON document 6.6-6.7 and 5.6-5.7 ms. One `executemany` per table, even
-pipelined, was dearer still: psycopg's pipeline runs in Python once per row.
-
-Values are cast to each column's type without its length (`varchar`, not `varchar(64)`): an
-explicit cast would cut an over-long value short, where the column's own check refuses it. A
-JSON column's value is the JSON itself; None is SQL NULL, as Django writes it.
+One statement whatever the batch size: parsed once per process, prepared on each connection
+(`storage.drivers.driver_cursor`). Figure: a third less CPU per group commit than one array per
+column through `unnest` (bench/README.md, "The PostgreSQL writer's statements").
 """
 
 from __future__ import annotations

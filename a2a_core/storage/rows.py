@@ -1,12 +1,16 @@
 """Reading and writing many rows of one model in one statement, for the group-commit paths.
 
-Django's `bulk_update` builds a CASE expression per field and row, `bulk_create` compiles its
-statement through the ORM on every call, and so does every queryset; at the batch sizes the
-hub sees, compiling costs more than the statements themselves. These helpers send one
-statement, with every value adapted (written) or converted (read) by its field exactly as the
-ORM would. Each statement is composed once per model, columns and database, and the writes go
-straight to the driver's cursor (Django's wrapper would rewrite the SQL's placeholders for
-SQLite on every call); its errors are still Django's (`IntegrityError`, ...).
+The contract: a model written here is saved without `Model.save()`, without the `pre_save` and
+`post_save` signals and without its fields' `pre_save()`, except `auto_now`/`auto_now_add`,
+which are filled in as `save()` would; `new_row` skips `Model.__init__` unless the model has
+`pre_init`/`post_init` listeners. Each value is still adapted by its field's
+`get_db_prep_save` (read: converted by its `from_db_value`), so what is stored is what the
+ORM would store. A model that gains save-time behaviour of its own must not be written here:
+`save_time_behaviour` names it, and tests/a2a_core/storage/test_row_contract.py fails for
+every model the hot path writes until the behaviour moves or the model leaves this layer.
+
+Why: at the hub's batch sizes, compiling an ORM statement costs more than running it (one
+statement per batch, composed once per model: bench/README.md, "What a commit costs").
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django.db.models.base import ModelState
 from django.db.models.options import Options
-from django.db.models.signals import post_init, pre_init
+from django.db.models.signals import post_init, post_save, pre_init, pre_save
 from django.utils import timezone
 
 from a2a_core.storage import postgres
@@ -118,11 +122,9 @@ _adapter_sets: dict[tuple[Any, ...], tuple[Adapt, ...]] = {}
 
 
 def _adapters(fields: Sequence[Field[Any, Any]], db: BaseDatabaseWrapper) -> tuple[Adapt, ...]:
-    """The fields' adapters, found once per model, columns and database. Keyed by names: a
-    field's own hash is computed in Python from its model's names, and looking each one up on
-    every statement (and in `storage.postgres`' statement cache, and the `auto_now` fields found
-    field by field) was a tenth of a PostgreSQL group commit's CPU in cProfile; batches of
-    eight 10-15% less CPU a call without it (bench/README.md, "What a commit costs")."""
+    """The fields' adapters, found once per model, columns and database, keyed by names (a
+    field's own hash is computed in Python). Figure: 10-15% less CPU a call in batches of eight
+    (bench/README.md, "What a commit costs")."""
     key = (fields[0].model if fields else None, db.alias, *[f.attname for f in fields])
     found = _adapter_sets.get(key)
     if found is None:
@@ -241,6 +243,29 @@ def new_row[M: Model](model: type[M], **values: Any) -> M:
         else:
             attrs[attname] = default() if per_instance else default
     return obj
+
+
+# Fields' own `pre_save` that the layer does as `save()` would (auto_now, auto_now_add).
+_STAMPING_PRE_SAVES = {
+    models.Field.pre_save,
+    models.DateField.pre_save,
+    models.DateTimeField.pre_save,
+}
+
+
+def save_time_behaviour(model: type[Model]) -> list[str]:
+    """What `model.save()` would do that writing it here skips (empty when nothing): the
+    contract in this module's docstring, checked."""
+    skipped = []
+    if model.save is not Model.save:
+        skipped.append(f"{model.__name__}.save() is overridden")
+    for signal, name in ((pre_save, "pre_save"), (post_save, "post_save")):
+        if signal.has_listeners(model):
+            skipped.append(f"{name} has receivers for {model.__name__}")
+    for field in model._meta.concrete_fields:
+        if type(field).pre_save not in _STAMPING_PRE_SAVES:
+            skipped.append(f"{model.__name__}.{field.name} has a pre_save() of its own")
+    return skipped
 
 
 @cache

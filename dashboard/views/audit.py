@@ -35,7 +35,7 @@ from a2a_core.services.audit import audit_record
 from dashboard.http import HtmxHttpRequest, actor
 from dashboard.roles import viewer_required
 
-# Reasons the hub records besides the coordinator's own.
+# Reasons the hub records besides the policy's own.
 KNOWN_REASONS = (*REASONS, "fan_out", "answered_by_human")
 FILTER_FIELDS = (
     "agent",

@@ -427,17 +427,20 @@ def test_the_traffic_log_export_has_one_line_per_message_in_the_seed_schema(as_r
         "files": ["a.py", "b.py"],
         "responseReceived": True,
         "latencyMs": 1000,
+        "policyDecision": {"action": "deliver", "reason": "ok", "detail": ""},
         "coordinatorAction": {"action": "deliver", "reason": "ok", "detail": ""},
         "messageId": message.message_id,
         "taskId": task.pk,
         "contextId": task.context_id,
     }
     refused = next(line for line in log if line["messageSummary"] == "gamma loops back")
-    assert refused["coordinatorAction"] == {
+    assert refused["policyDecision"] == {
         "action": "reject",
         "reason": "loop_detected",
         "detail": "",
     }
+    # The earlier name of the same field, for readers of older exports.
+    assert refused["coordinatorAction"] == refused["policyDecision"]
     assert refused["taskId"] is None and refused["contextId"] is None
     assert refused["responseReceived"] is False and refused["latencyMs"] is None
 

@@ -85,8 +85,8 @@ async def test_filter_the_audit_read_a_message_and_export_what_matches(
     assert log[0]["from"] == "gamma" and log[0]["to"] == "echo"
     assert log[0]["type"] == "request"
     assert log[0]["messageSummary"] == "echo let me in"
-    assert log[0]["coordinatorAction"]["action"] == "reject"
-    assert log[0]["coordinatorAction"]["reason"] == "denied_by_matrix"
+    assert log[0]["policyDecision"]["action"] == "reject"
+    assert log[0]["policyDecision"]["reason"] == "denied_by_matrix"
     assert log[0]["responseReceived"] is False and log[0]["taskId"] is None
     events = await db(lambda: list(AuditEvent.objects.filter(action="audit.export.messages")))
     assert [e.data["rows"] for e in events] == [1]

@@ -75,3 +75,50 @@ async def test_a_dashboard_on_one_worker_sees_traffic_routed_by_another(hub):
     finally:
         watched.stop()
         routing.stop()
+
+
+async def test_an_agents_limit_of_calls_at_once_holds_across_worker_processes(hub):
+    """Two hub processes (as on two hosts) share sloth's incomingConcurrent of 2: it never has
+    more than two calls at once, and every call completes."""
+    from a2a_core.services.policy import policy_publish
+
+    await db(
+        policy_publish,
+        document={"agentLimits": {"sloth": {"incomingConcurrent": 2}}},
+        reason="test",
+        actor_label="test",
+    )
+    sloth, _, _ = await hub.endpoint_agent("sloth")
+    _, alpha = await hub.caller("alpha")
+    first, second = Worker(), Worker()
+    try:
+        first.wait(60), second.wait(60)
+        async with httpx.AsyncClient(
+            headers={"Authorization": f"Bearer {alpha}", "A2A-Version": "1.0"}, timeout=60
+        ) as http:
+
+            async def call(url: str, n: int) -> str:
+                response = await http.post(
+                    f"{url}/a2a/sloth/",
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": n,
+                        "method": "SendMessage",
+                        "params": {
+                            "message": {
+                                "messageId": f"slow-{n}",
+                                "role": "ROLE_USER",
+                                "parts": [{"text": "slow 1"}],
+                            }
+                        },
+                    },
+                )
+                return str(response.json()["result"]["task"]["status"]["state"])
+
+            states = await asyncio.gather(*(call((first, second)[n % 2].url, n) for n in range(8)))
+    finally:
+        first.stop()
+        second.stop()
+    assert states == ["TASK_STATE_COMPLETED"] * 8
+    assert len(sloth.state.messages) == 8
+    assert sloth.state.most_at_once == 2

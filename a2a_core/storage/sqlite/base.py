@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db.backends.sqlite3 import base
 
+from a2a_core.backoff import backoff
 from a2a_core.logging import get_logger
 
 log = get_logger("sqlite")
@@ -106,12 +107,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _lock(self) -> None:
         if self._lock_fd is None or self._locked:
             return
-        nap, deadline = 0.0001, time.monotonic() + WAIT_SECONDS
+        naps, deadline = 0, time.monotonic() + WAIT_SECONDS
         while not self._try_lock():
             if time.monotonic() >= deadline:
                 return  # SQLite's busy timeout has the last word
-            time.sleep(nap)
-            nap = min(nap * 2, _LONGEST_NAP)
+            naps += 1
+            time.sleep(backoff(naps, 0.0001, _LONGEST_NAP))
 
     def _try_lock(self) -> bool:
         assert self._lock_fd is not None

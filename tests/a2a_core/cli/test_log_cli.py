@@ -107,8 +107,8 @@ def test_json_lines_follow_the_traffic_log_schema(traffic):
     assert first["from"] == "gamma" and first["to"] == "alpha"
     assert first["type"] == "request"
     assert first["messageSummary"] == "gamma loops back"
-    assert first["coordinatorAction"]["action"] == "reject"
-    assert first["coordinatorAction"]["reason"] == "loop_detected"
+    assert first["policyDecision"]["action"] == "reject"
+    assert first["policyDecision"]["reason"] == "loop_detected"
     assert first["timestamp"] == "2026-03-01T12:03:00Z"
     assert {"files", "responseReceived", "latencyMs", "messageId"} <= set(first)
 

@@ -52,8 +52,15 @@ class Follower:
         raise AssertionError(f"not seen within {timeout}s; got {seen}")
 
     def interrupt(self) -> subprocess.CompletedProcess[str]:
+        """Ctrl-C, as a user would press it; a process still running after that is killed (so
+        it never outlives the test holding the database), and the test fails on its code."""
         self.proc.send_signal(signal.SIGINT)
-        _, err = self.proc.communicate(timeout=20)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            err += "\n(still running 30 s after Ctrl-C; killed)"
         return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, "", err)
 
 

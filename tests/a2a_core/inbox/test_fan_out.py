@@ -129,14 +129,18 @@ async def test_a_knowledge_share_goes_to_the_agents_it_names(hub, sdk):
             "relevantTo": ["ana", "bo", "ghost"],
         },
     }
-    answer = await send(await hub_client(hub, sdk, lead), fan_out(share, "k-1"))
+    first = fan_out(share, "k-1")
+    first.message.reference_task_ids.append("ci-run-812")
+    answer = await send(await hub_client(hub, sdk, lead), first)
     data = answer_data(answer)
     assert [d["agent"] for d in data["deliveries"]] == ["ana", "bo"]
     assert data["unknown"] == ["ghost"]
     frame = await inbox.next_of("delivery")
     assert frame["envelope"]["payload"]["discovery"] == "test_login is flaky on CI"
+    # The share reaches its recipients as it was sent, the tasks it refers to included.
+    assert frame["message"]["referenceTaskIds"] == ["ci-run-812"]
 
-    again = await send(await hub_client(hub, sdk, lead), fan_out(share, "k-1"))  # a retry
+    again = await send(await hub_client(hub, sdk, lead), first)  # a retry
 
     assert MessageToDict(again) == MessageToDict(answer)
     assert await db(Delivery.objects.count) == 2

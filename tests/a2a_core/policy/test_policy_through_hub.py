@@ -1,4 +1,4 @@
-"""The coordinator, end to end: real agents, the official SDK client, the hub in between."""
+"""The policy, end to end: real agents, the official SDK client, the hub in between."""
 
 from __future__ import annotations
 

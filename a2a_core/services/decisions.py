@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.conf import settings
-
 from a2a_core import agent_cache
 from a2a_core.models import (
     ACTIVE_STATE_LIST,
@@ -51,7 +49,7 @@ PROBE_HOLD_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
-class Judged:
+class Decided:
     decision: Decision
     latency_us: int
     policy_version: int
@@ -130,13 +128,9 @@ class _Known:
 MAX_SKILL_SHARERS = 50
 
 
-def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
+def decide_batch(facts: Sequence[Facts], callers: Sequence[int]) -> list[Decided]:
     """Decide each message, in order; `callers[i]` is the pk of `facts[i].caller`."""
     policy = current_policy()
-    if not settings.HUB_POLICY_ENABLED:
-        return [
-            Judged(Decision("deliver", "ok", target=f.target), 0, policy.version) for f in facts
-        ]
     state = policy_state()
     now = clock.now()
     windows = [Windows.at(now, f.caller, f.target) for f in facts]
@@ -167,7 +161,7 @@ def judge(facts: Sequence[Facts], callers: Sequence[int]) -> list[Judged]:
         if decision.delivers and target in queues:
             queues[target] += 1
         watch = target in breakers
-        judged.append(Judged(decision, latency, policy.version, watch))
+        judged.append(Decided(decision, latency, policy.version, watch))
     counts.save()
     return judged
 

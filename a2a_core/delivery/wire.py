@@ -1,79 +1,24 @@
-"""What every A2A call at the hub shares: who calls whom (`Call`), recording through the
-group commit (`record`, `fail`, `outcome`), and the wire forms of what is relayed.
-"""
+"""The wire forms of what the hub relays: the caller's message as it goes on to an agent, and
+the SDK's types of what the hub recorded (tasks, stream items), as the bindings send them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from a2a.types.a2a_pb2 import Message, SendMessageRequest, StreamResponse, Task
-from a2a.utils.errors import A2AError, UnsupportedOperationError
+from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from a2a_core import tracing
 from a2a_core.call_times import CallTimes
 from a2a_core.delivery.agent_errors import AgentRefused
-from a2a_core.delivery.endpoint import traceparent
+from a2a_core.delivery.call import Call
 from a2a_core.errors import FieldProblem, ValidationFailed
-from a2a_core.models import Agent, TaskState
+from a2a_core.models import Agent
 from a2a_core.schemas.a2a import HUB_METADATA
-from a2a_core.services.messages import Accepted, Inbound
+from a2a_core.services.messages import Accepted
 from a2a_core.services.task_recording import RequestRef
-from a2a_core.services.tasks import Failure, Record
-from a2a_core.services.writes import Outcome, Write, writes_commit
-from a2a_core.storage.batching import Batcher
-
-# Group commit: concurrent calls' writes share transactions (see a2a_core/batching.py).
-_writes: Batcher[Write, Any] = Batcher(writes_commit)
-
-
-async def record(op: Record) -> Any:
-    return await _writes.submit(op)
-
-
-async def accept_inbound(inbound: Inbound) -> Accepted:
-    """Commit a message's acceptance (the policy's verdict on it) with the group commit."""
-    accepted: Accepted = await _writes.submit(inbound)
-    return accepted
-
-
-async def fail(task_id: str, reason: str, state: str = TaskState.FAILED) -> dict[str, Any]:
-    tracing.forwarded(task_id, ok=False, why=reason)
-    result: dict[str, Any] = await _writes.submit(Failure(task_id, reason, state))
-    return result
-
-
-async def outcome(agent: Agent, accepted: Accepted, ok: bool) -> None:
-    """Tell the agent's breaker how the call went (failures always; successes only when the
-    breaker had something to forget)."""
-    tracing.forwarded(accepted.task_id, ok=ok)
-    if not ok or accepted.watch_breaker:
-        await _writes.submit(Outcome(agent.slug, ok))
-
-
-@dataclass(frozen=True)
-class Call:
-    """Who calls whom: the authenticated caller and the agent whose endpoint was called
-    (None for the hub's own endpoint), with the request's headers (lower-cased names).
-    `response_headers` are added to the HTTP response (e.g. Retry-After on a refusal)."""
-
-    caller: Agent
-    target: Agent | None
-    headers: dict[str, str] = field(default_factory=dict)
-    response_headers: dict[str, str] = field(default_factory=dict)
-    # What serving the call found out (task_id, skill, trace_id), for its metrics and log.
-    learned: dict[str, str] = field(default_factory=dict)
-    # When it passed each point of its way (the trace's split of a span's time).
-    times: CallTimes = field(default_factory=CallTimes)
-
-    @property
-    def agent(self) -> Agent:
-        if self.target is None:
-            raise UnsupportedOperationError(
-                "address an agent: send messages to /a2a/<agent>/, not to the hub itself"
-            )
-        return self.target
+from a2a_core.traceparent import header as traceparent
 
 
 def wire_task(view: dict[str, Any]) -> Task:

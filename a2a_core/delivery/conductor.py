@@ -1,7 +1,30 @@
-"""SendMessage: accept, deliver, record, answer.
+"""A call's life at the hub, top to bottom: the conductor of SendMessage.
 
-Every call is committed before anything is delivered. Endpoint agents are called with the
-a2a-sdk client; what they answer is recorded and relayed in the hub's ids.
+A newcomer's path through the code starts here. Each step is one call into the room that owns
+it; the names are the stretches a trace shows for the call (`a2a_core.call_times`).
+
+1. **received** — `protocol/handler.py` (JSON-RPC, REST) or `protocol/grpc_binding.py` has
+   authenticated the caller (`protocol/gate.py`) and made a `Call` (`delivery/call.py`).
+2. **checked** — the request's own fields (`checked_history_length`), and whether it answers a
+   request the target sent the caller earlier (`_answer_to_request`), which completes that
+   request's task instead of starting one.
+3. **judged** and **committed** — `delivery/accept.py` hands the message to the group commit
+   (`services/writes.py`), which places it in a task and has the policy decide on it
+   (`services/decisions.py` -> `policy/decide.py`): deliver, redirect, hold or reject. The
+   decision and the message are committed together before anything is delivered. A retry
+   of a message is answered as its first call was.
+4. **delivered** — to an inbox agent, by its queue (`services/inbox.py`); to an endpoint
+   agent, by the a2a-sdk client (`delivery/endpoint.py`), waiting for one of its slots
+   (`delivery/slots.py`); in the background when the caller asked `returnImmediately`
+   (`delivery/pump.py`).
+5. **recorded** — the agent's answer, in the hub's ids, through the group commit again
+   (`services/tasks.py`); an answer that leaves the task unfinished is followed to its end
+   (`delivery/follow.py`).
+6. **answered** — the caller gets the task as the hub recorded it, or the agent's Message
+   (`delivery/wire.py` makes the wire forms).
+
+Streaming calls (`delivery/streams.py`) and the task methods (`delivery/task_calls.py`) take the
+same steps from their own modules.
 """
 
 from __future__ import annotations
@@ -18,27 +41,23 @@ from a2a_core import metrics, timeline, tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery.accept import accept, deliver_to, inline_push, save_inline_push
 from a2a_core.delivery.agent_errors import AgentRefused, AgentTimeout, NoSlotInTime
-from a2a_core.delivery.calls import (
+from a2a_core.delivery.call import Call
+from a2a_core.delivery.endpoint import forwarder
+from a2a_core.delivery.follow import follow_agent_task, settles_by
+from a2a_core.delivery.pump import start_pump
+from a2a_core.delivery.slots import Dequeued
+from a2a_core.delivery.streams import trace_inbox_forward, watch_task_events
+from a2a_core.delivery.wire import (
     UNFINISHED,
-    Call,
     checked_history_length,
-    fail,
     forward_headers,
     forwarded,
     forwarded_metadata,
     message_ref,
-    outcome,
-    record,
     relayed_refusal,
     request_metadata,
     wire_task,
 )
-from a2a_core.delivery.endpoint import forwarder
-from a2a_core.delivery.follow import follow as follow_to_end
-from a2a_core.delivery.follow import settles_by
-from a2a_core.delivery.pump import start_pump
-from a2a_core.delivery.slots import Dequeued
-from a2a_core.delivery.streams import follow, trace_inbox_forward
 from a2a_core.errors import PolicyRejected, TargetUnavailable
 from a2a_core.models import Agent, DeliveryMode, TaskState
 from a2a_core.schemas.a2a import HUB_METADATA
@@ -51,6 +70,7 @@ from a2a_core.selectors.message_retries import (
 from a2a_core.services.fanout import NotFanOut, fanout_accept
 from a2a_core.services.messages import Accepted
 from a2a_core.services.tasks import Reply, Report, Snapshot
+from a2a_core.services.writes import record, record_failure, record_outcome
 from a2a_core.storage.policy_state import retry_seconds
 
 
@@ -64,6 +84,9 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
     if call.target is None:
         return await _fan_out(call, request)
     config = request.configuration
+    blocking = not config.return_immediately
+
+    # checked
     history_length = checked_history_length(
         config.history_length, config.HasField("history_length")
     )
@@ -71,30 +94,26 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
     if answered is not None:
         return answered
     push_config = await inline_push(request)
+
+    # judged and committed
     accepted = await accept(call, request)
     timeline.mark("commit")
     call.times.now("committed")
     await save_inline_push(call, request, accepted, push_config)
     if accepted.duplicate:
-        return await _answer_retry(
-            accepted, blocking=not config.return_immediately, history_length=history_length
-        )
+        return await _answer_retry(accepted, blocking=blocking, history_length=history_length)
     if accepted.decision == "hold":
-        view = await db(
-            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
-        )
-        return wire_task(view)
+        return await _task_now(accepted, history_length)
+
+    # delivered, recorded, answered
     target = await deliver_to(call, accepted)
     if target.delivery_mode == DeliveryMode.INBOX:
         trace_inbox_forward(target, accepted)
-        if not config.return_immediately:
+        if blocking:
             await _await_answer(accepted)
-        view = await db(
-            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
-        )
-        return wire_task(view)
+        return await _task_now(accepted, history_length)
     modes = list(config.accepted_output_modes)
-    if config.return_immediately:
+    if not blocking:
         start_pump(
             call,
             target,
@@ -103,11 +122,14 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
             accepted_output_modes=modes,
             metadata=forwarded_metadata(request_metadata(request), accepted),
         )
-        view = await db(
-            message_duplicate_view, task_id=accepted.task_id, history_length=history_length
-        )
-        return wire_task(view)
+        return await _task_now(accepted, history_length)
     return await _forward_blocking(call, target, accepted, request, history_length, modes)
+
+
+async def _task_now(accepted: Accepted, history_length: int | None) -> Task:
+    """The message's task as the hub has it now, as the caller gets it."""
+    view = await db(message_duplicate_view, task_id=accepted.task_id, history_length=history_length)
+    return wire_task(view)
 
 
 def _reply(answer: Message, accepted: Accepted) -> Message:
@@ -220,7 +242,7 @@ async def _await_answer(accepted: Accepted, seconds: float | None = None) -> boo
     as it is and follows it."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(accepted.timeout if seconds is None else seconds):
-            async for _ in follow(accepted.task_id, after=0, stop_on_interrupt=True):
+            async for _ in watch_task_events(accepted.task_id, after=0, stop_on_interrupt=True):
                 pass
             return True
     return False
@@ -267,7 +289,7 @@ async def _forward_blocking(
             async for answer in answers:
                 timeline.mark("answered")
                 call.times.now("answered")
-                await outcome(target, accepted, True)
+                await record_outcome(target, accepted, True)
                 if answer.HasField("message"):
                     reply = MessageToDict(answer.message)
                     await record(Reply(accepted.task_id, reply, message_ref(accepted, call.times)))
@@ -283,24 +305,24 @@ async def _forward_blocking(
                 timeline.mark("record")
                 tracing.call_split(accepted.task_id, call.times, judge_us=accepted.judge_us)
                 if view["status"]["state"] in UNFINISHED:
-                    await follow_to_end(accepted.task_id)
+                    await follow_agent_task(accepted.task_id)
                 return wire_task(view)
         raise TargetUnavailable(f"{target.slug} answered nothing")
     except Dequeued:
         # Canceled while it waited for a slot: the task is already as the cancel left it.
-        return wire_task(await fail(accepted.task_id, "canceled", TaskState.CANCELED))
+        return wire_task(await record_failure(accepted.task_id, "canceled", TaskState.CANCELED))
     except NoSlotInTime as exc:
-        return wire_task(await fail(accepted.task_id, exc.message))
+        return wire_task(await record_failure(accepted.task_id, exc.message))
     except AgentTimeout as exc:
-        await outcome(target, accepted, False)
-        return wire_task(await fail(accepted.task_id, exc.message))
+        await record_outcome(target, accepted, False)
+        return wire_task(await record_failure(accepted.task_id, exc.message))
     except AgentRefused as exc:
-        await outcome(target, accepted, True)
-        await fail(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
+        await record_outcome(target, accepted, True)
+        await record_failure(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
         raise relayed_refusal(target, exc) from None
     except TargetUnavailable as exc:
-        await outcome(target, accepted, False)
-        await fail(accepted.task_id, f"{target.slug} {exc.message}")
+        await record_outcome(target, accepted, False)
+        await record_failure(accepted.task_id, f"{target.slug} {exc.message}")
         # The same kind of failure (unreachable, failed, not A2A), in the agent's name.
         raise type(exc)(
             f"{target.slug} {exc.message}",
