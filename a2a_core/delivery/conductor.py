@@ -44,7 +44,7 @@ from a2a_core.delivery.agent_errors import AgentRefused, AgentTimeout, NoSlotInT
 from a2a_core.delivery.call import Call
 from a2a_core.delivery.endpoint import forwarder
 from a2a_core.delivery.follow import follow_agent_task, settles_by
-from a2a_core.delivery.pump import start_pump
+from a2a_core.delivery.pump import deliver_request
 from a2a_core.delivery.slots import Dequeued
 from a2a_core.delivery.streams import trace_inbox_forward, watch_task_events
 from a2a_core.delivery.wire import (
@@ -112,17 +112,10 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
         if blocking:
             await _await_answer(accepted)
         return await _task_now(accepted, history_length)
-    modes = list(config.accepted_output_modes)
     if not blocking:
-        start_pump(
-            call,
-            target,
-            accepted,
-            request.message,
-            accepted_output_modes=modes,
-            metadata=forwarded_metadata(request_metadata(request), accepted),
-        )
+        deliver_request(call, target, accepted, request)
         return await _task_now(accepted, history_length)
+    modes = list(config.accepted_output_modes)
     return await _forward_blocking(call, target, accepted, request, history_length, modes)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
-from a2a.types.a2a_pb2 import Message
+from a2a.types.a2a_pb2 import Message, SendMessageRequest
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
@@ -19,7 +19,14 @@ from a2a_core.delivery.call import Call
 from a2a_core.delivery.endpoint import forwarder
 from a2a_core.delivery.follow import follow_agent_task
 from a2a_core.delivery.slots import Dequeued
-from a2a_core.delivery.wire import UNFINISHED, forward_headers, forwarded, message_ref
+from a2a_core.delivery.wire import (
+    UNFINISHED,
+    forward_headers,
+    forwarded,
+    forwarded_metadata,
+    message_ref,
+    request_metadata,
+)
 from a2a_core.errors import TargetUnavailable
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent
@@ -48,6 +55,21 @@ def start_pump(
             call, target, accepted, forwarded(message, accepted), accepted_output_modes, metadata
         ),
         name=f"deliver-{accepted.task_id}",
+    )
+
+
+def deliver_request(
+    call: Call, target: Agent, accepted: Accepted, request: SendMessageRequest
+) -> None:
+    """Deliver a caller's request in the background, as it asked (its output modes, and its
+    metadata with the hub's fields)."""
+    start_pump(
+        call,
+        target,
+        accepted,
+        request.message,
+        accepted_output_modes=list(request.configuration.accepted_output_modes),
+        metadata=forwarded_metadata(request_metadata(request), accepted),
     )
 
 

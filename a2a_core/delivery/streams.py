@@ -17,8 +17,8 @@ from a2a_core import selectors, tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery.accept import accept, deliver_to, inline_push, save_inline_push
 from a2a_core.delivery.call import Call
-from a2a_core.delivery.pump import in_background, start_pump
-from a2a_core.delivery.wire import forwarded_metadata, request_metadata, stream_item, wire_task
+from a2a_core.delivery.pump import deliver_request, in_background
+from a2a_core.delivery.wire import stream_item, wire_task
 from a2a_core.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -103,15 +103,7 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
     else:
         target = await deliver_to(call, accepted)
         if target.delivery_mode == DeliveryMode.ENDPOINT:
-            modes = list(request.configuration.accepted_output_modes)
-            start_pump(
-                call,
-                target,
-                accepted,
-                request.message,
-                accepted_output_modes=modes,
-                metadata=forwarded_metadata(request_metadata(request), accepted),
-            )
+            deliver_request(call, target, accepted, request)
         else:
             trace_inbox_forward(target, accepted)
     async for payload in watch_task_events(accepted.task_id, after=seq, stop_on_interrupt=True):
