@@ -119,15 +119,17 @@ def _sweep(now: float, last_cleanup: float) -> float:
     from a2a_core.services.escalations import escalations_expire
     from a2a_core.services.follow import tasks_abandoned_follow
     from a2a_core.services.inbox import inbox_sessions_expire, inbox_tasks_expire
-    from a2a_core.services.notify import notify_due_soon
+    from a2a_core.services.notify import notify_due_soon, notify_keys_sweep, notify_pass_on
 
     escalations_expire()
     notify_due_soon()
+    notify_pass_on()
     inbox_tasks_expire()
     inbox_sessions_expire()
     tasks_abandoned_follow()
     if now - last_cleanup > 600:
         PolicyCounter.objects.filter(window__lt=int(now) - 7200).delete()
+        notify_keys_sweep()
         return now
     return last_cleanup
 

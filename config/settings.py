@@ -352,6 +352,29 @@ HUB_NOTIFY_WARN_SECONDS = env_int("HUB_NOTIFY_WARN_SECONDS", 300)
 # Notification webhooks may POST to these non-public hosts or networks (comma-separated host
 # names, addresses, CIDRs), e.g. an internal Slack proxy; others get public addresses only.
 HUB_NOTIFY_ALLOWED_HOSTS = env_list("HUB_NOTIFY_ALLOWED_HOSTS", "")
+# At most one message per target per this many seconds: the first item goes at once, what
+# follows waits (stored) for one digest. A target's own `--digest` overrides it; 0 sends at once.
+HUB_NOTIFY_DIGEST_SECONDS = env_int("HUB_NOTIFY_DIGEST_SECONDS", 60)
+# How long an email's Approve/Reject link works (each works once, for its user only).
+HUB_NOTIFY_LINK_SECONDS = env_int("HUB_NOTIFY_LINK_SECONDS", 86400)
+# Slack interactivity: the app's signing secret (its buttons' callbacks are refused without
+# it) and who each Slack user is on the hub: "U024BE7LH=alice,U0G9QF9C6=bob".
+HUB_SLACK_SIGNING_SECRET = os.environ.get("HUB_SLACK_SIGNING_SECRET", "")
+
+
+def _slack_users(items: list[str]) -> dict[str, str]:
+    users = {}
+    for item in items:
+        slack, sep, hub = item.partition("=")
+        if not sep or not slack.strip() or not hub.strip():
+            raise ImproperlyConfigured(
+                f"HUB_SLACK_USERS takes SLACKID=username pairs, comma-separated; got {item!r}"
+            )
+        users[slack.strip()] = hub.strip()
+    return users
+
+
+HUB_SLACK_USERS = _slack_users(env_list("HUB_SLACK_USERS", ""))
 # How long an agent's question to a human waits before it expires (the task stays as it is).
 HUB_QUESTION_DEADLINE_SECONDS = env_int("HUB_QUESTION_DEADLINE_SECONDS", 3600)
 # Email notifications go through Django's default mailer: SMTP, configured from the environment.

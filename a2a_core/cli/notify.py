@@ -1,9 +1,11 @@
 """`a2a notify`: who is told when an escalation waits (webhooks in Slack or signed JSON
-format, email addresses)."""
+format, email addresses), how often (digests), about what (routing rules), who is told next
+when nobody answers (pass-on), and a test sent by the running hub."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from a2a_core.cli.output import acting, ago, fail, hub_error, table
@@ -27,16 +29,102 @@ def add_parsers(sub: Any) -> None:
     )
     w.set_defaults(handler=add)
     e = kinds.add_parser("email", help="send an email (SMTP settings from the environment)")
+    _options(w)
     e.add_argument("address", metavar="ADDRESS")
+    _options(e)
     e.set_defaults(handler=add, format="")
+    a = actions.add_parser(
+        "set", help="change a target's digest interval, routing rules, pass-on or user"
+    )
+    a.add_argument("id", type=int, metavar="ID")
+    _options(a)
+    a.add_argument(
+        "--everything", action="store_true", help="drop every routing rule (told about all)"
+    )
+    a.set_defaults(handler=change)
     a = actions.add_parser("list", help="the targets, and how their last notifications went")
     a.set_defaults(handler=list_targets)
     a = actions.add_parser("remove", help="stop telling a target")
     a.add_argument("id", type=int, metavar="ID")
     a.set_defaults(handler=remove)
-    a = actions.add_parser("test", help="send a test notification now and say how it went")
+    a = actions.add_parser(
+        "test", help="have the running hub send a test notification now; say how it went"
+    )
     a.add_argument("id", type=int, metavar="ID")
+    a.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for the hub to try (default 30)",
+    )
     a.set_defaults(handler=test)
+
+
+def _options(p: Any) -> None:
+    p.add_argument(
+        "--digest",
+        type=int,
+        metavar="SECONDS",
+        help="at most one message per this many seconds (default: HUB_NOTIFY_DIGEST_SECONDS)",
+    )
+    for name, metavar, what in (
+        ("agent", "SLUG", "an agent involved (caller, target or asker)"),
+        ("pair", "CALLER:TARGET", "a caller -> target pair"),
+        ("kind", "KIND", "approval, input_required, or a message kind"),
+        ("priority", "PRIORITY", "low, normal, high or urgent"),
+        ("skill", "SKILL", "the task's skill"),
+    ):
+        p.add_argument(
+            f"--{name}",
+            action="append",
+            metavar=metavar,
+            dest=f"rule_{name}",
+            help=f"only items with {what} (repeat for several; a rule given replaces that rule)",
+        )
+    p.add_argument("--pass-to", type=int, metavar="ID", help="tell this target next when...")
+    p.add_argument(
+        "--pass-after",
+        type=float,
+        metavar="MINUTES",
+        help="...an item this target was told about is still undecided this many minutes later",
+    )
+    p.add_argument(
+        "--user", metavar="USERNAME", help="email: its Approve/Reject links act as this hub user"
+    )
+
+
+RULE_ARGS = {
+    "agent": "agents",
+    "pair": "pairs",
+    "kind": "kinds",
+    "priority": "priorities",
+    "skill": "skills",
+}
+
+
+def _given(args: argparse.Namespace, *, new: bool) -> dict[str, Any]:
+    """The service's options from the flags given (`new`: a target being added)."""
+    options: dict[str, Any] = {}
+    if args.digest is not None:
+        options["digest_seconds"] = args.digest
+    rules = {
+        key: getattr(args, f"rule_{flag}")
+        for flag, key in RULE_ARGS.items()
+        if getattr(args, f"rule_{flag}")
+    }
+    if rules or getattr(args, "everything", False):
+        if not new:
+            current = service.notify_target_rules(target_id=args.id)
+            rules = {} if args.everything else {**current, **rules}
+        options["rules"] = rules
+    if args.pass_to is not None:
+        options["pass_to"] = args.pass_to
+    if args.pass_after is not None:
+        options["pass_after_seconds"] = max(1, round(args.pass_after * 60))
+    if args.user is not None:
+        options["user"] = args.user
+    return options
 
 
 def _fail(exc: HubError) -> Any:
@@ -48,7 +136,11 @@ def _fail(exc: HubError) -> Any:
 def add(args: argparse.Namespace, out: Any) -> None:
     try:
         target = service.notify_target_add(
-            kind=args.kind, address=args.address, format=args.format, **acting(args)
+            kind=args.kind,
+            address=args.address,
+            format=args.format,
+            **_given(args, new=True),
+            **acting(args),
         )
     except HubError as exc:
         raise _fail(exc) from None
@@ -59,16 +151,48 @@ def add(args: argparse.Namespace, out: Any) -> None:
             "Bodies are signed like push notifications (X-A2A-Signature, HMAC-SHA256 keyed by "
             "this secret; see a2a_core/client/webhooks.py). It is shown once."
         )
+    out.write(f"told: {_describe(target)}")
+
+
+def change(args: argparse.Namespace, out: Any) -> None:
+    try:
+        target = service.notify_target_update(
+            target_id=args.id, **_given(args, new=False), **acting(args)
+        )
+    except HubError as exc:
+        raise _fail(exc) from None
+    out.write(f"target {target.pk}: {_describe(target)}")
+
+
+def _describe(target: NotificationTarget) -> str:
+    """How a target is told, in words."""
+    every = target.digest_seconds
+    words = [
+        f"digest every {every}s" if every is not None else "digest: the hub's interval",
+        "about "
+        + (
+            "; ".join(f"{name} {', '.join(values)}" for name, values in target.rules.items())
+            if target.rules
+            else "everything"
+        ),
+    ]
+    if target.pass_to_id and target.pass_after_seconds:
+        words.append(
+            f"unanswered after {target.pass_after_seconds}s: passed to {target.pass_to_id}"
+        )
+    if target.user_id:
+        words.append(f"links act as {target.user}")
+    return ", ".join(words)
 
 
 def list_targets(args: argparse.Namespace, out: Any) -> None:
-    targets = list(NotificationTarget.objects.all())
+    targets = list(NotificationTarget.objects.select_related("user"))
     if not targets:
         out.write("Nobody is told about escalations. Add: manage.py a2a notify add webhook URL")
         return
     out.write(
         table(
-            ["ID", "KIND", "ADDRESS", "FORMAT", "LAST OK", "LAST ERROR", "GIVEN UP"],
+            ["ID", "KIND", "ADDRESS", "FORMAT", "LAST OK", "LAST ERROR", "GIVEN UP", "HOW"],
             [
                 [
                     t.pk,
@@ -78,6 +202,7 @@ def list_targets(args: argparse.Namespace, out: Any) -> None:
                     ago(t.last_ok_at) if t.last_ok_at else "never",
                     f"{t.last_error} ({ago(t.last_error_at)})" if t.last_error else "-",
                     t.failures,
+                    _describe(t),
                 ]
                 for t in targets
             ],
@@ -94,16 +219,27 @@ def remove(args: argparse.Namespace, out: Any) -> None:
 
 
 def test(args: argparse.Namespace, out: Any) -> None:
-    """Send a test notification from this process, at once, and say how it went."""
-    from a2a_core.delivery.notify import notify_send_now
-
+    """Queue a test notification for the running hub, wait for its first attempt, and say
+    how it went: what the hub itself does, with its own settings and network."""
     try:
         note = service.notify_test(target_id=args.id)
     except HubError as exc:
         raise _fail(exc) from None
-    sent = notify_send_now(note.pk)
-    if sent.state == NotificationState.SENT:
-        kind = "email" if sent.target.kind == TargetKind.EMAIL else "POST"
-        out.write(f"test {kind} to {sent.target.shown_address} delivered")
+    deadline = time.monotonic() + max(args.wait, 0.0)
+    while True:
+        note.refresh_from_db()
+        if note.attempts or note.state != NotificationState.PENDING:
+            break
+        if time.monotonic() > deadline:
+            raise fail(
+                f"no running hub sent the test within {args.wait:g}s: is the hub running "
+                "(a2a serve, ./hub run) with this database? It stays queued and goes when one "
+                "runs."
+            )
+        time.sleep(0.1)
+    target = note.target
+    if note.state == NotificationState.SENT:
+        kind = "email" if target.kind == TargetKind.EMAIL else "POST"
+        out.write(f"the hub sent a test {kind} to {target.shown_address}: delivered")
     else:
-        raise fail(f"test to {sent.target.shown_address} failed: {sent.last_error}")
+        raise fail(f"test to {target.shown_address} failed: {note.last_error}")

@@ -27,6 +27,7 @@ from .notify import (
     NotificationState,
     NotificationTarget,
     NotifyEvent,
+    NotifyKeyUse,
     TargetKind,
     WebhookFormat,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "NotificationState",
     "NotificationTarget",
     "NotifyEvent",
+    "NotifyKeyUse",
     "PolicyCounter",
     "PolicyVersion",
     "Priority",

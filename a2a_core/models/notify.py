@@ -1,8 +1,11 @@
 """Who is told when an escalation waits: notification targets (a webhook or an email address
-an admin adds), and each notification to send, with its attempts."""
+an admin adds), with their digest interval, routing rules and pass-on; each notification to
+send, with its attempts (the pending ones are a target's next digest); and the one-time keys
+of email links and Slack requests already used."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from .escalation import Escalation
@@ -36,6 +39,24 @@ class NotificationTarget(models.Model):
     last_error_at = models.DateTimeField(null=True, blank=True)
     # Notifications given up on, after every retry failed.
     failures = models.PositiveIntegerField(default=0)
+    # At most one message per this many seconds (None: HUB_NOTIFY_DIGEST_SECONDS); what
+    # arrives in between waits, stored, for the next digest.
+    digest_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # When this target may be sent its next message (a digest's interval after the last).
+    next_send_at = models.DateTimeField(null=True, blank=True)
+    # What it is told about: {"agents": [...], "pairs": ["caller:target"], "kinds": [...],
+    # "priorities": [...], "skills": [...]}; a list left out or empty lets everything through.
+    rules = models.JSONField(default=dict, blank=True)
+    # Escalation when nobody answers: an item this target was told about and still undecided
+    # `pass_after_seconds` later is passed on to `pass_to`.
+    pass_to = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    pass_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # Email targets: the hub user its Approve/Reject links act as (they need that user's login).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["pk"]
@@ -57,6 +78,7 @@ class NotifyEvent(models.TextChoices):
     ARRIVED = "arrived", "arrived"
     DUE_SOON = "due_soon", "nears its deadline"
     EXPIRED = "expired", "expired"
+    PASSED = "passed", "is still unanswered"
     TEST = "test", "test"
 
 
@@ -105,3 +127,14 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event}#{self.escalation_id}->{self.target_id}"
+
+
+class NotifyKeyUse(models.Model):
+    """A one-time key spent: an email link's nonce, or a Slack request's signature (a replay
+    within Slack's five minutes is refused). Kept a day, then swept."""
+
+    key = models.CharField(max_length=128, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.key

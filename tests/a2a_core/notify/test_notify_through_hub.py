@@ -11,101 +11,24 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterator
-from email import message_from_bytes
 from typing import Any
 
 import pytest
-from a2a.types.a2a_pb2 import TaskState
-from aiosmtpd.controller import Controller
 from django.contrib.auth.models import User
 from django.core.management.base import CommandError
 from django.test import Client
 
 from a2a_core.asyncdb import db
 from a2a_core.client.webhooks import verify
-from a2a_core.models import Escalation, Notification, NotificationTarget
-from a2a_core.services.policy import policy_publish
+from a2a_core.models import Notification, NotificationTarget
 from a2a_core.services.users import user_create
 from tests.a2a_core.cli.helpers import a2a
-from tests.a2a_core.protocol.helpers import eventually, request, send
+from tests.a2a_core.notify.conftest import hold, hold_one, holding, notify_test
+from tests.a2a_core.protocol.helpers import eventually
 from tests.a2a_core.push.conftest import SPELLINGS, Webhook, refusal
 from tests.servers import free_port
 
 pytestmark = pytest.mark.live
-
-
-class Mailbox:
-    """What a real SMTP server (aiosmtpd) on 127.0.0.1 received."""
-
-    def __init__(self) -> None:
-        self.messages: list[Any] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append(message_from_bytes(envelope.content))
-        return "250 OK"
-
-
-@pytest.fixture
-def smtp(settings) -> Iterator[Mailbox]:
-    mailbox = Mailbox()
-    controller = Controller(mailbox, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    settings.MAILERS = {
-        "default": {
-            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-            "OPTIONS": {"host": "127.0.0.1", "port": controller.port, "timeout": 5},
-        }
-    }
-    yield mailbox
-    controller.stop()
-
-
-@pytest.fixture
-def webhook() -> Iterator[Any]:
-    """`webhook(statuses=[500, 503])` -> a real local receiver (see the push tests')."""
-    started: list[Webhook] = []
-
-    def start(**kwargs: Any) -> Webhook:
-        started.append(Webhook(**kwargs))
-        return started[-1]
-
-    yield start
-    for hook in started:
-        hook.stop()
-
-
-@pytest.fixture
-def quick(settings, hub) -> Any:
-    settings.HUB_DASHBOARD_URL = hub.url
-    settings.HUB_NOTIFY_RETRY_SECONDS = 0.05
-    settings.HUB_NOTIFY_MAX_ATTEMPTS = 3
-    # The local receivers listen on loopback, which a notification may reach only when listed.
-    settings.HUB_NOTIFY_ALLOWED_HOSTS = ["127.0.0.1"]
-    return settings
-
-
-async def holding(hub: Any, sdk: Any) -> Any:
-    """An SDK client of the agent `alpha`, whose messages to `echo` are held for approval."""
-    await db(
-        policy_publish,
-        document={"matrix": [{"caller": "alpha", "target": "echo", "action": "approve"}]},
-        reason="hold alpha -> echo",
-        actor_label="test",
-    )
-    await hub.endpoint_agent("echo")
-    _, token = await hub.caller("alpha")
-    return await sdk("echo", token)
-
-
-async def hold(client: Any, text: str) -> Escalation:
-    task = await send(client, request(text))
-    assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
-    return await db(lambda: Escalation.objects.get(task_id=task.id))
-
-
-async def hold_one(hub: Any, sdk: Any, text: str) -> Escalation:
-    return await hold(await holding(hub, sdk), text)
 
 
 async def test_a_held_message_produces_a_slack_post_and_an_email_each_with_the_link(
@@ -117,7 +40,7 @@ async def test_a_held_message_produces_a_slack_post_and_an_email_each_with_the_l
     await db(a2a, "notify", "add", "email", "ops@example.com")
 
     escalation = await hold_one(hub, sdk, "drop the staging database")
-    link = f"{hub.url}/escalations/#escalation-{escalation.pk}"
+    link = f"{hub.url}/escalations/{escalation.pk}/"
 
     async def posted() -> list[Any]:
         return slack.accepted
@@ -156,7 +79,7 @@ async def test_a_json_target_gets_the_escalation_signed_like_push_notifications(
     assert body["event"] == "escalation.arrived"
     assert body["escalation"]["id"] == escalation.pk
     assert body["escalation"]["agent"] == "alpha"
-    assert body["link"] == f"{hub.url}/escalations/#escalation-{escalation.pk}"
+    assert body["link"] == f"{hub.url}/escalations/{escalation.pk}/"
 
 
 def admin_page() -> str:
@@ -214,10 +137,10 @@ async def test_a_target_allowed_when_added_is_checked_again_before_each_post(
     assert target.last_error == reason and inside.received == []
     assert reason in await db(admin_page)
     with pytest.raises(CommandError, match=r"failed: 127\.0\.0\.1 is a loopback address"):
-        await db(a2a, "notify", "test", str(target.pk))
+        await notify_test(target.pk)
 
     quick.HUB_NOTIFY_ALLOWED_HOSTS = ["127.0.0.0/8"]
-    await db(a2a, "notify", "test", str(target.pk))
+    await notify_test(target.pk)
     assert len(inside.accepted) == 1
 
 
@@ -243,7 +166,7 @@ async def test_agent_text_reaches_slack_escaped_with_the_hubs_link_the_only_link
 
     [post] = await eventually(posted)
     deadline = escalation.deadline.strftime("%Y-%m-%d %H:%M UTC")
-    link = f"{hub.url}/escalations/#escalation-{escalation.pk}"
+    link = f"{hub.url}/escalations/{escalation.pk}/"
     assert json.loads(post.body) == {
         "text": "A2A Hub: normal held message from alpha arrived: "
         "`Approve &lt;!channel&gt; &lt;!here&gt; &lt;@U024BE7LH&gt; &lt;#C024BE7LR|general&gt; "
@@ -347,7 +270,7 @@ async def test_a_failing_target_is_retried_and_what_failed_is_reported(
     with pytest.raises(
         CommandError, match=r"test to http://127\.0\.0\.1:\d+/…o-zz failed: could not connect"
     ):
-        await db(a2a, "notify", "test", str(dead.pk))
+        await notify_test(dead.pk)
     # Webhook URLs (and the secrets they may hold) reach no log, and no page.
     assert "notification not delivered" in caplog.text
     assert "zz-secret" not in caplog.text and "zz-secret" not in page
