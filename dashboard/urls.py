@@ -6,6 +6,7 @@ from dashboard.views import (
     escalations,
     identity,
     notify,
+    notify_actions,
     overview,
     policy,
     replays,
@@ -69,6 +70,10 @@ urlpatterns = [
     path("escalations/notify/add/", notify.notify_add, name="notify_add"),
     path("escalations/notify/<int:pk>/remove/", notify.notify_remove, name="notify_remove"),
     path("escalations/notify/<int:pk>/test/", notify.notify_test, name="notify_test"),
+    path("escalations/notify/<int:pk>/", notify.notify_change, name="notify_change"),
+    # deciding where people are told: an email's links, Slack's buttons
+    path("notify/act/<str:token>/", notify_actions.notify_act, name="notify_act"),
+    path("notify/slack/actions/", notify_actions.slack_actions, name="notify_slack"),
     # policy
     path("policy/", policy.policy, name="policy"),
     path("policy/draft/", policy.policy_draft, name="policy_draft"),

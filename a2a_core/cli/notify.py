@@ -151,7 +151,7 @@ def add(args: argparse.Namespace, out: Any) -> None:
             "Bodies are signed like push notifications (X-A2A-Signature, HMAC-SHA256 keyed by "
             "this secret; see a2a_core/client/webhooks.py). It is shown once."
         )
-    out.write(f"told: {_describe(target)}")
+    out.write(f"told: {target.how}")
 
 
 def change(args: argparse.Namespace, out: Any) -> None:
@@ -161,28 +161,7 @@ def change(args: argparse.Namespace, out: Any) -> None:
         )
     except HubError as exc:
         raise _fail(exc) from None
-    out.write(f"target {target.pk}: {_describe(target)}")
-
-
-def _describe(target: NotificationTarget) -> str:
-    """How a target is told, in words."""
-    every = target.digest_seconds
-    words = [
-        f"digest every {every}s" if every is not None else "digest: the hub's interval",
-        "about "
-        + (
-            "; ".join(f"{name} {', '.join(values)}" for name, values in target.rules.items())
-            if target.rules
-            else "everything"
-        ),
-    ]
-    if target.pass_to_id and target.pass_after_seconds:
-        words.append(
-            f"unanswered after {target.pass_after_seconds}s: passed to {target.pass_to_id}"
-        )
-    if target.user_id:
-        words.append(f"links act as {target.user}")
-    return ", ".join(words)
+    out.write(f"target {target.pk}: {target.how}")
 
 
 def list_targets(args: argparse.Namespace, out: Any) -> None:
@@ -202,7 +181,7 @@ def list_targets(args: argparse.Namespace, out: Any) -> None:
                     ago(t.last_ok_at) if t.last_ok_at else "never",
                     f"{t.last_error} ({ago(t.last_error_at)})" if t.last_error else "-",
                     t.failures,
-                    _describe(t),
+                    t.how,
                 ]
                 for t in targets
             ],

@@ -65,6 +65,29 @@ class NotificationTarget(models.Model):
         return f"{self.kind}:{self.shown_address}"
 
     @property
+    def how(self) -> str:
+        """How this target is told, in words (its list row on pages and in the CLI)."""
+        every = self.digest_seconds
+        rules = "; ".join(f"{name} {', '.join(values)}" for name, values in self.rules.items())
+        words = [
+            f"digest every {every}s" if every is not None else "digest: the hub's interval",
+            f"about {rules or 'everything'}",
+        ]
+        if self.pass_to_id and self.pass_after_seconds:
+            words.append(
+                f"unanswered after {self.pass_after_seconds}s: passed to {self.pass_to_id}"
+            )
+        if self.user_id:
+            words.append(f"links act as {self.user}")
+        return ", ".join(words)
+
+    @property
+    def rule_texts(self) -> list[tuple[str, str]]:
+        """Each routing rule's values, comma-separated (a form's fields)."""
+        names = ("agents", "pairs", "kinds", "priorities", "skills")
+        return [(name, ", ".join(self.rules.get(name, []))) for name in names]
+
+    @property
     def shown_address(self) -> str:
         """The address as pages show it: a URL without its path (where secrets live)."""
         if self.kind != TargetKind.WEBHOOK:

@@ -40,7 +40,9 @@ async def two_pairs(hub: Any, sdk: Any) -> tuple[Any, Any]:
             "matrix": [
                 {"caller": "alpha", "target": "echo", "action": "approve"},
                 {"caller": "beta", "target": "echo", "action": "approve"},
-            ]
+            ],
+            # 1,000 calls within a minute, most from alpha.
+            "limits": {"perMinute": 2000},
         },
         reason="hold alpha -> echo and beta -> echo",
         actor_label="test",
