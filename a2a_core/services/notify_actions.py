@@ -104,7 +104,9 @@ def action_link_read(token: str, *, user: User) -> LinkAction:
         )
     except (KeyError, TypeError, ValueError):
         raise LinkRefused("this is not a link the hub sent", status=400) from None
-    if link.action not in ACTIONS:
+    if link.action not in ACTIONS or not (
+        0 < link.escalation_id < 2**63 and 0 < link.user_id < 2**63
+    ):
         raise LinkRefused("this is not a link the hub sent", status=400)
     if link.user_id != user.pk:
         owner = User.objects.filter(pk=link.user_id).values_list("username", flat=True).first()
@@ -229,7 +231,7 @@ def _parse(body: bytes) -> _SlackInteraction:
         form = parse_qs(body.decode("utf-8"), strict_parsing=True, max_num_fields=20)
         raw: Any = json.loads(form["payload"][0])
         return _SlackInteraction.model_validate(raw)
-    except (UnicodeDecodeError, ValueError, KeyError, ValidationError):
+    except (ValueError, KeyError, RecursionError, ValidationError):
         raise SlackRefused(
             "not a Slack block_actions interaction with one approve or reject action", status=400
         ) from None

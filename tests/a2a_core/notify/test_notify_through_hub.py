@@ -22,7 +22,7 @@ from a2a_core.asyncdb import db
 from a2a_core.client.webhooks import verify
 from a2a_core.models import Notification, NotificationTarget
 from a2a_core.services.users import user_create
-from tests.a2a_core.cli.helpers import a2a
+from tests.a2a_core.cli.helpers import a2a, run_cli
 from tests.a2a_core.notify.conftest import hold, hold_one, holding, notify_test
 from tests.a2a_core.protocol.helpers import eventually
 from tests.a2a_core.push.conftest import SPELLINGS, Webhook, refusal
@@ -281,3 +281,31 @@ def test_pages_and_lists_show_a_webhook_without_the_secret_in_its_path():
         kind="webhook", address="https://hooks.slack.com/services/T0001/B0002/s3cr3tT0k3nXYZ"
     )
     assert target.shown_address == "https://hooks.slack.com/…nXYZ"
+
+
+async def test_notify_test_from_a_shell_reports_what_the_running_hub_does(hub, webhook, quick):
+    """The CLI's own environment refuses loopback webhooks; the hub's allows this one. The
+    test is sent by the hub, so it is delivered, and the CLI says so."""
+    receiver = webhook()
+    await db(a2a, "notify", "add", "webhook", receiver.url)
+    target = await db(NotificationTarget.objects.get)
+    shell = {"HUB_NOTIFY_ALLOWED_HOSTS": "", "HUB_NOTIFY_TIMEOUT": "0.001"}
+    done = await asyncio.to_thread(
+        run_cli, "notify", "test", str(target.pk), "--wait", "20", env=shell
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (f"the hub sent a test POST to {target.shown_address}: delivered")
+    [post] = receiver.accepted
+    assert "A2A Hub can reach you here." in json.loads(post.body)["text"]
+
+
+@pytest.mark.django_db
+def test_notify_test_without_a_running_hub_says_so_and_keeps_it_queued():
+    target = NotificationTarget.objects.create(kind="email", address="ops@example.com")
+    with pytest.raises(CommandError) as error:
+        a2a("notify", "test", str(target.pk), "--wait", "0.2")
+    assert str(error.value) == (
+        "no running hub sent the test within 0.2s: is the hub running (a2a serve, ./hub run) "
+        "with this database? It stays queued and goes when one runs."
+    )
+    assert Notification.objects.get().state == "pending"
