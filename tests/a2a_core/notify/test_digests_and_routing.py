@@ -19,13 +19,17 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from a2a_core.asyncdb import db
+from a2a_core.delivery.notify import _about_batch, _webhook_request, notify_claim
 from a2a_core.models import Escalation, Notification, NotificationTarget
 from a2a_core.services.escalations import escalation_approve
+from a2a_core.services.notify import notify_queue
 from a2a_core.services.policy import policy_publish
 from a2a_core.services.users import user_create
 from tests.a2a_core.cli.helpers import a2a
 from tests.a2a_core.notify.conftest import hold
+from tests.a2a_core.notify.test_notify_through_hub import ABUSIVE
 from tests.a2a_core.protocol.helpers import eventually
+from tests.factories import held_escalation
 
 pytestmark = pytest.mark.live
 
@@ -273,3 +277,31 @@ async def test_an_item_nobody_answers_is_passed_on_to_the_next_target(hub, sdk, 
         )
     )
     assert rows == [(waiting.pk, "passed")]
+
+
+@pytest.mark.django_db
+def test_a_digest_keeps_agent_text_escaped_for_slack(settings):
+    """Slack's `&`, `<` and `>` escaped and the words in code spans, in a digest too: no
+    mention, no link but the hub's."""
+    settings.HUB_DASHBOARD_URL = "https://hub.example"
+    target = NotificationTarget.objects.create(
+        kind="webhook", address="https://hooks.example/x", format="slack"
+    )
+    for _ in range(3):
+        notify_queue(escalation=held_escalation(ABUSIVE), event="arrived")
+    notify_queue(escalation=held_escalation("<!here> also", caller="beta"), event="arrived")
+    [batch] = notify_claim()
+    assert batch.target == target and len(batch.notes) == 4
+    body, _ = _webhook_request(target, _about_batch(batch))
+    text = json.loads(body)["text"]
+    assert list(json.loads(body)) == ["text"]
+    assert (
+        "<!" not in text and "<@" not in text and "<#" not in text and "<https://evil" not in text
+    )
+    assert re.findall(r"<([^>|]*)\|", text) == [
+        "https://hub.example/escalations/?pair=alpha%3Aecho&amp;kind=approval",
+        "https://hub.example/escalations/4/",
+        "https://hub.example/escalations/",
+    ]
+    assert "3 x `Approve &lt;!channel&gt; &lt;!here&gt;" in text
+    assert "1 x `&lt;!here&gt; also`" in text
