@@ -62,3 +62,56 @@ def test_a_webhook_at_another_spelling_of_loopback_is_refused_beside_the_form(as
         "POSTs to public addresses (an operator can allow it with HUB_NOTIFY_ALLOWED_HOSTS)"
     ) in html
     assert not NotificationTarget.objects.exists()
+
+
+def test_an_admin_routes_a_target_and_sets_its_digest_and_pass_on_from_its_form(as_role):
+    email = NotificationTarget.objects.create(kind="email", address="oncall@example.com")
+    admin = as_role("admin")
+    html = post(
+        admin,
+        "/escalations/notify/add/",
+        {
+            "kind": "webhook",
+            "address": "https://hooks.example.com/abc/def",
+            "format": "slack",
+            "pairs": "lead:reviewer, lead:ops",
+            "priorities": "high,urgent",
+            "digest": "120",
+            "pass_to": str(email.pk),
+            "pass_after": "15",
+        },
+    )
+    hook = NotificationTarget.objects.get(kind="webhook")
+    assert hook.rules == {"pairs": ["lead:reviewer", "lead:ops"], "priorities": ["high", "urgent"]}
+    assert (hook.digest_seconds, hook.pass_to_id, hook.pass_after_seconds) == (120, email.pk, 900)
+    assert (
+        "digest every 120s, about pairs lead:reviewer, lead:ops; priorities high, urgent, "
+        f"unanswered after 900s: passed to {email.pk}"
+    ) in html
+
+    html = post(
+        admin,
+        f"/escalations/notify/{hook.pk}/",
+        {"digest": "", "kinds": "approval", "pass_to": "", "pass_after": ""},
+    )
+    hook.refresh_from_db()
+    assert (hook.rules, hook.digest_seconds, hook.pass_to_id) == (
+        {"kinds": ["approval"]},
+        None,
+        None,
+    )
+    assert "Saved how https://hooks.example.com/…/def is told." in html
+    assert AuditEvent.objects.filter(action="notify.change", actor_label="admin").exists()
+
+
+def test_a_bad_routing_rule_is_refused_beside_the_targets_form(as_role):
+    target = NotificationTarget.objects.create(kind="email", address="ops@example.com")
+    html = post(
+        as_role("admin"),
+        f"/escalations/notify/{target.pk}/",
+        {"pairs": "lead", "priorities": "soon", "user": "nobody"},
+    )
+    assert "pairs: &#x27;lead&#x27; is not caller:target" in html
+    assert "priorities: &#x27;soon&#x27; is not one of low, normal, high, urgent" in html
+    target.refresh_from_db()
+    assert target.rules == {}

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management.base import CommandError
 from django.test import Client
 
 from a2a_core.asyncdb import db
@@ -305,3 +306,23 @@ def test_a_digest_keeps_agent_text_escaped_for_slack(settings):
     ]
     assert "3 x `Approve &lt;!channel&gt; &lt;!here&gt;" in text
     assert "1 x `&lt;!here&gt; also`" in text
+
+
+@pytest.mark.django_db
+def test_notify_set_changes_one_rule_at_a_time_and_everything_drops_them():
+    user_create(username="dana", password="a-long-test-password-2026", role="operator")
+    a2a("notify", "add", "email", "ops@example.com")
+    target = NotificationTarget.objects.get()
+    out = a2a("notify", "set", str(target.pk), "--pair", "a:b", "--pair", "c:d", "--user", "dana")
+    assert out.strip() == (
+        f"target {target.pk}: digest: the hub's interval, about pairs a:b, c:d, links act as dana"
+    )
+    out = a2a("notify", "set", str(target.pk), "--priority", "urgent", "--digest", "300")
+    assert "digest every 300s, about pairs a:b, c:d; priorities urgent" in out
+    out = a2a("notify", "set", str(target.pk), "--everything")
+    assert "about everything" in out
+    with pytest.raises(CommandError) as error:
+        a2a("notify", "set", str(target.pk), "--kind", "gossip", "--pass-to", str(target.pk))
+    assert str(error.value).startswith("invalid routing rule; kinds: 'gossip' is not one of")
+    with pytest.raises(CommandError, match="bad pass-on; pass_to: a target cannot pass to itself"):
+        a2a("notify", "set", str(target.pk), "--pass-to", str(target.pk))
