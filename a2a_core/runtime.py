@@ -11,8 +11,9 @@
 - the follower: takes over endpoint agents' unfinished tasks no live process follows (see
   `a2a_core.delivery.follow`);
 - the pusher: POSTs tasks' events to their push notification webhooks;
-- the notifier: tells people when an escalation arrives, nears its deadline or expires (see
-  `a2a_core.delivery.notify`);
+- the notifier: tells people when an escalation arrives, nears its deadline or expires, at
+  most one message per target per digest interval (see `a2a_core.delivery.notify`); the
+  sweeper passes items nobody answered on to the next target (`notify_pass_on`);
 - beside them, on threads of their own: SQLite's checkpoints (`a2a_core.storage.sqlite`),
   PostgreSQL's vacuums of the tables every call updates (`a2a_core.storage.postgresql`).
 Each loop survives its own errors (and logs them as warnings); the database stays the source of truth, so a missed event

@@ -1,1 +1,2 @@
-"""Getting work to agents: forwarding to endpoint agents, inbox deliveries, push notifications."""
+"""Getting work to agents: forwarding to endpoint agents, inbox deliveries, push notifications;
+and telling people about escalations (notify)."""

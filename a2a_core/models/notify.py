@@ -112,8 +112,10 @@ class NotificationState(models.TextChoices):
 
 
 class Notification(models.Model):
-    """One message to one target about one escalation event; sent by a server process in the
-    background (never on the routing path), retried with backoff until `max attempts`."""
+    """One escalation event to tell one target about; sent by a server process in the
+    background (never on the routing path), alone or with the target's other pending ones in
+    a digest (a pending row is what a digest will carry: nothing waits in memory), retried
+    with backoff until `max attempts`."""
 
     target = models.ForeignKey(
         NotificationTarget, on_delete=models.CASCADE, related_name="notifications"
