@@ -74,9 +74,9 @@ class NotificationTarget(models.Model):
             f"about {rules or 'everything'}",
         ]
         if self.pass_to_id and self.pass_after_seconds:
-            words.append(
-                f"unanswered after {self.pass_after_seconds}s: passed to {self.pass_to_id}"
-            )
+            after = self.pass_after_seconds
+            wait = f"{after // 60} min" if after % 60 == 0 else f"{after}s"
+            words.append(f"unanswered after {wait}: passed to {self.pass_to_id}")
         if self.user_id:
             words.append(f"links act as {self.user}")
         return ", ".join(words)

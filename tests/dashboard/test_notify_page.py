@@ -86,7 +86,7 @@ def test_an_admin_routes_a_target_and_sets_its_digest_and_pass_on_from_its_form(
     assert (hook.digest_seconds, hook.pass_to_id, hook.pass_after_seconds) == (120, email.pk, 900)
     assert (
         "digest every 120s, about pairs lead:reviewer, lead:ops; priorities high, urgent, "
-        f"unanswered after 900s: passed to {email.pk}"
+        f"unanswered after 15 min: passed to {email.pk}"
     ) in html
 
     html = post(

@@ -13,7 +13,7 @@ from aiosmtpd.controller import Controller
 from playwright.async_api import expect
 
 from a2a_core.asyncdb import db
-from a2a_core.models import Escalation
+from a2a_core.models import Escalation, NotificationTarget
 from tests.a2a_core.cli.helpers import a2a
 from tests.a2a_core.notify.conftest import Mailbox, hold, holding
 from tests.a2a_core.protocol.helpers import eventually
@@ -69,4 +69,42 @@ async def test_an_operator_approves_from_her_emails_link_in_the_browser(
     await page.goto(approve)
     await expect(page.locator("#notify-act-error")).to_have_text(
         "This link was already used: each link works once."
+    )
+
+
+async def test_an_admin_sees_how_each_target_is_told_and_changes_its_rules(hub, dashboard):
+    page = await dashboard("admin", name="ada")
+    await db(a2a, "notify", "add", "email", "oncall@example.com", "--user", "ada")
+    oncall = await db(NotificationTarget.objects.get)
+    hook = "https://hooks.slack.com/services/T0/B0/XXXX"
+    await db(
+        a2a,
+        "notify",
+        "add",
+        "webhook",
+        hook,
+        "--pair",
+        "lead:reviewer",
+        "--digest",
+        "120",
+        "--pass-to",
+        str(oncall.pk),
+        "--pass-after",
+        "15",
+    )
+    slack = await db(NotificationTarget.objects.get, address=hook)
+    await page.goto(f"{hub.url}/escalations/notify/")
+    row = page.locator(f"#notify-target-{slack.pk}")
+    await expect(row.locator(".notify-how")).to_contain_text(
+        f"digest every 120s, about pairs lead:reviewer, unanswered after 15 min: passed to {oncall.pk}"
+    )
+    await row.locator("summary", has_text="Change").click()
+    await row.locator("input[name=priorities]").fill("urgent")
+    await shot(page, "notify-targets-change")
+    await row.get_by_role("button", name="Save").click()
+    await expect(page.get_by_role("status")).to_have_text(
+        "Saved how https://hooks.slack.com/…XXXX is told."
+    )
+    await expect(page.locator(f"#notify-target-{slack.pk} .notify-how")).to_contain_text(
+        "about pairs lead:reviewer; priorities urgent"
     )

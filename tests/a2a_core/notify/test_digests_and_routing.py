@@ -290,7 +290,8 @@ def test_a_digest_keeps_agent_text_escaped_for_slack(settings):
     )
     for _ in range(3):
         notify_queue(escalation=held_escalation(ABUSIVE), event="arrived")
-    notify_queue(escalation=held_escalation("<!here> also", caller="beta"), event="arrived")
+    lone = held_escalation("<!here> also", caller="beta")
+    notify_queue(escalation=lone, event="arrived")
     [batch] = notify_claim()
     assert batch.target == target and len(batch.notes) == 4
     body, _ = _webhook_request(target, _about_batch(batch))
@@ -301,7 +302,7 @@ def test_a_digest_keeps_agent_text_escaped_for_slack(settings):
     )
     assert re.findall(r"<([^>|]*)\|", text) == [
         "https://hub.example/escalations/?pair=alpha%3Aecho&amp;kind=approval",
-        "https://hub.example/escalations/4/",
+        f"https://hub.example/escalations/{lone.pk}/",
         "https://hub.example/escalations/",
     ]
     assert "3 x `Approve &lt;!channel&gt; &lt;!here&gt;" in text
