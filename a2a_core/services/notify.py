@@ -272,14 +272,19 @@ def notify_target_update(
     """Change a target's digest interval (`digest_seconds`, None for the hub's), routing
     rules (`rules`: the lists `notify_rules` takes), pass-on (`pass_to` a target's id and
     `pass_after_seconds`), or the hub user an email's links act as (`user`, a username).
-    Only the options given change; ValidationFailed names a bad one."""
+    Only the options given change; ValidationFailed names a bad one. A changed digest
+    interval lets what waits go at once."""
     with transaction.atomic():
         target = NotificationTarget.objects.select_for_update().filter(pk=target_id).first()
         if target is None:
             raise NotFound(f"there is no notification target {target_id}")
         fields = _options(kind=target.kind, target_id=target.pk, **options)
+        interval = target.digest_seconds
         for name, value in fields.items():
             setattr(target, name, value)
+        if target.digest_seconds != interval:
+            # A new interval counts from now: what waits may go at once.
+            target.next_send_at = None
         target.save()
         audit_record(
             action="notify.change",
