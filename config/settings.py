@@ -52,6 +52,18 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of `choices` (compared without case), else `default` when unset or empty; anything
+    else stops the hub at start, naming the variable and the values it takes."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    for choice in choices:
+        if value.lower() == choice.lower():
+            return choice
+    raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -303,6 +315,16 @@ HUB_GRPC_PORT = (
 HUB_GRPC_HOST = os.environ.get("HUB_GRPC_HOST", "127.0.0.1")
 # The gRPC address (host:port) cards give; empty = the host callers used, with HUB_GRPC_PORT.
 HUB_GRPC_PUBLIC_ADDRESS = os.environ.get("HUB_GRPC_PUBLIC_ADDRESS", "")
+# Which of the cards the hub serves for agents list its gRPC interface: "declared" (default)
+# only an agent whose own card lists a gRPC one (so a card mirrors the agent: Google ADK, which
+# refuses a card with an interface off the card's own origin, reads it whenever it reads the
+# agent's own), "always" every agent's, "never" none. The hub's own card lists it unless
+# "never". Either way the hub serves gRPC for every agent (HUB_GRPC_PORT).
+HUB_CARD_GRPC = env_choice("HUB_CARD_GRPC", "declared", ("declared", "always", "never"))
+# The card served to a request without A2A-Version: "agent" (default) in the version the agent's
+# own card is in (the 0.3 view, 1.0 fields included, when it lists a 0.3 interface; else exactly
+# 1.0), "0.3" the 0.3 view always, "1.0" exactly 1.0 always.
+HUB_CARD_UNVERSIONED = env_choice("HUB_CARD_UNVERSIONED", "agent", ("agent", "0.3", "1.0"))
 # Hard limits on what one A2A request may carry.
 HUB_MAX_BODY_BYTES = env_int("HUB_MAX_BODY_BYTES", 1024 * 1024)
 HUB_MAX_PARTS = env_int("HUB_MAX_PARTS", 64)

@@ -2,20 +2,30 @@
 bearer security scheme; and the hub's own card.
 
 Each card is served in two views, told apart by the request's `A2A-Version` (a header, or the
-query parameter A2A 1.0 allows instead); the spec reads a request without one as 0.3:
+query parameter A2A 1.0 allows instead):
 - `A2A-Version: 1.x` (any version from 1 up): the A2A 1.0 `AgentCard` exactly, nothing else,
   signed by the hub (`signatures`, see `a2a_core.protocol.signing`);
-- no version, or a 0.x one: the same card with the 0.3 fields added (`url`,
-  `preferredTransport`, `protocolVersion`, `additionalInterfaces`, 0.3-style `security`), as
-  an a2a-sdk 1.x server that also serves 0.3 clients serves its card to everyone. It carries
-  the 1.0 card's signature: a 1.x client that reads this view drops the 0.3 fields and
-  verifies it; the 0.3 fields are not covered.
-What clients send decides it: the a2a-sdk 1.x `ClientFactory` (and Google ADK, which uses it)
-sends `A2A-Version: 1.0` with its card fetch; the a2a-sdk 0.3 client sends nothing, and needs
-the top-level `url`. A 1.x client that fetches with a bare `A2ACardResolver` (Microsoft Agent
-Framework, say) sends nothing either and reads the 0.3 view as the 1.0 card, as the a2a-sdk
-reads it. A client that sends nothing and accepts only the 1.0 schema cannot be told from a
-0.3 client by its request: it gets the 0.3 view, as from an a2a-sdk server serving 0.3 too.
+- a 0.x one: the same card with the 0.3 fields added (`url`, `preferredTransport`,
+  `protocolVersion`, `additionalInterfaces`, 0.3-style `security`), as an a2a-sdk 1.x server
+  that also serves 0.3 clients serves its card to everyone. It carries the 1.0 card's
+  signature: a 1.x client that reads this view drops the 0.3 fields and verifies it; the 0.3
+  fields are not covered.
+- none (HUB_CARD_UNVERSIONED): by default the view the agent itself serves such a request, as
+  the a2a-sdk serves a card: the 0.3 one when its own card lists a 0.3 interface (it serves
+  0.3 clients), else the 1.0 one. The hub's own card is the 0.3 view (the hub serves 0.3
+  clients). A request without a version cannot say which client sent it: the a2a-sdk 0.3
+  client sends nothing and needs the top-level `url`; a 1.x client that fetches with a bare
+  `A2ACardResolver` (Microsoft Agent Framework, say) sends nothing and reads either view; a
+  client that accepts only the 1.0 schema (the conformance suite's CARD-STRUCT-001) sends
+  nothing either. Each gets through the hub what it gets from the agent.
+The a2a-sdk 1.x `ClientFactory` (and Google ADK, which uses it) sends `A2A-Version: 1.0`.
+
+gRPC (HUB_CARD_GRPC): an agent's card lists the hub's gRPC interface when the agent's own card
+lists one, by default. Its `url` is `host:port`, the form `grpc.aio.insecure_channel` (the
+a2a-sdk client's channel factory) dials; an `http://` or `grpc://` URL does not resolve there.
+Google ADK refuses a card it fetched if any interface is not at the card's own origin (scheme,
+host and port), which a gRPC port of its own never is, in any form: so the card mirrors the
+agent, and ADK reads it through the hub whenever it reads the agent's own.
 """
 
 from __future__ import annotations
@@ -64,11 +74,13 @@ def base_url(request: Request) -> str:
     return settings.HUB_PUBLIC_URL or f"{request.url.scheme}://{request.url.netloc}"
 
 
-def hub_interfaces(base: str, path: str, *, tenant: str = "") -> list[AgentInterface]:
+def hub_interfaces(
+    base: str, path: str, *, tenant: str = "", grpc: bool = True
+) -> list[AgentInterface]:
     """Both HTTP bindings in 1.0, then both in 0.3: 0.3 clients are served on the same
     endpoints (they send no A2A-Version), and the 0.3 view of the card lists the 0.3 ones.
-    Then gRPC (1.0), when the hub serves it: one address for every agent, `tenant` (the
-    agent's slug; none for the hub itself) says which."""
+    Then gRPC (1.0), when `grpc` and the hub serves it: one address for every agent, `tenant`
+    (the agent's slug; none for the hub itself) says which."""
     urls = {
         TransportProtocol.JSONRPC: f"{base}{path}/",
         TransportProtocol.HTTP_JSON: f"{base}{path}/rest",
@@ -78,7 +90,7 @@ def hub_interfaces(base: str, path: str, *, tenant: str = "") -> list[AgentInter
         for version in ("1.0", "0.3")
         for binding, url in urls.items()
     ]
-    if grpc_binding.enabled():
+    if grpc and grpc_binding.enabled():
         interfaces.append(
             AgentInterface(
                 url=grpc_binding.address(base),
@@ -117,15 +129,19 @@ Rendered = tuple[bytes, str]
 
 @dataclass(frozen=True)
 class CardViews:
-    """A card rendered for 1.x clients (`v1`) and for 0.3 clients (`v03`)."""
+    """A card rendered for 1.x clients (`v1`) and for 0.3 clients (`v03`); `unversioned` is
+    the one of them a request without `A2A-Version` gets."""
 
     v1: Rendered
     v03: Rendered
+    unversioned: Rendered
 
 
-def _render(card: AgentCard, base: str) -> CardViews:
+def _render(card: AgentCard, base: str, *, unversioned: str) -> CardViews:
+    """`unversioned`: "1.0" or "0.3", the view a request without a version gets."""
     sign(card, base)
-    return CardViews(v1=_body(MessageToDict(card)), v03=_body(agent_card_to_dict(card)))
+    v1, v03 = _body(MessageToDict(card)), _body(agent_card_to_dict(card))
+    return CardViews(v1=v1, v03=v03, unversioned=v1 if unversioned == "1.0" else v03)
 
 
 def _body(document: dict[str, Any]) -> Rendered:
@@ -133,23 +149,67 @@ def _body(document: dict[str, Any]) -> Rendered:
     return body, f'W/"{hashlib.sha256(body).hexdigest()[:32]}"'
 
 
-def speaks_1_0(request: Request) -> bool:
+def speaks_1_0(request: Request) -> bool | None:
     """Whether a card request comes from an A2A 1.x client: its `A2A-Version` header, else
-    its `A2A-Version` query parameter, is 1 or more."""
+    its `A2A-Version` query parameter, is 1 or more; None when it sends no version."""
     version = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
+    if not (version or "").strip():
+        return None
     try:
         return Version((version or "").strip()).major >= 1
-    except InvalidVersion:  # none (0.3), or not a version: the view every client can read
+    except InvalidVersion:  # not a version: the view every client can read
         return False
+
+
+def declares(card: dict[str, Any], binding: str) -> bool:
+    """Whether an agent's own card (stored, ProtoJSON) lists an interface with `binding`."""
+    return any(i.get("protocolBinding") == binding for i in card.get("supportedInterfaces", []))
+
+
+def serves_0_3(card: dict[str, Any]) -> bool:
+    """Whether an agent's own card lists an interface for 0.3 clients (a 0.x version, or none),
+    so that, as the a2a-sdk serves it, it carries the 0.3 fields for a request without a
+    version."""
+    return any(
+        not i.get("protocolVersion") or i["protocolVersion"].startswith("0.")
+        for i in card.get("supportedInterfaces", [])
+    )
+
+
+def _unversioned(card: dict[str, Any] | None) -> str:
+    """The view (1.0 or 0.3) a card request without a version gets (HUB_CARD_UNVERSIONED);
+    `card` is the agent's own, None for the hub's card."""
+    choice = str(settings.HUB_CARD_UNVERSIONED)
+    if choice != "agent":
+        return choice
+    return "0.3" if card is None or serves_0_3(card) else "1.0"
+
+
+def _lists_grpc(card: dict[str, Any] | None) -> bool:
+    """Whether a card the hub serves lists its gRPC interface (HUB_CARD_GRPC); `card` is the
+    agent's own, None for the hub's card."""
+    choice = settings.HUB_CARD_GRPC
+    if not grpc_binding.enabled() or choice == "never":
+        return False
+    return choice == "always" or card is None or declares(card, TransportProtocol.GRPC)
 
 
 @lru_cache(maxsize=2048)
 def _agent_card(
-    slug: str, digest: str, card_json: str, base: str, push: bool, _key: str, grpc: str
+    slug: str,
+    digest: str,
+    card_json: str,
+    base: str,
+    push: bool,
+    _key: str,
+    grpc: str,
+    unversioned: str,
 ) -> CardViews:
     card = ParseDict(json.loads(card_json), AgentCard(), ignore_unknown_fields=True)
     del card.supported_interfaces[:]
-    card.supported_interfaces.extend(hub_interfaces(base, f"/a2a/{slug}", tenant=slug))
+    card.supported_interfaces.extend(
+        hub_interfaces(base, f"/a2a/{slug}", tenant=slug, grpc=bool(grpc))
+    )
     # The hub streams for every agent (it relays, or synthesizes from a blocking answer).
     card.capabilities.streaming = True
     # The hub sends push notifications for every agent's tasks (HUB_PUSH_ENABLED).
@@ -157,7 +217,7 @@ def _agent_card(
     card.capabilities.extended_agent_card = False
     _declare_envelope(card.capabilities)
     _secure(card)
-    return _render(card, base)
+    return _render(card, base, unversioned=unversioned)
 
 
 def served_card(agent: Agent, base: str) -> CardViews:
@@ -169,7 +229,8 @@ def served_card(agent: Agent, base: str) -> CardViews:
         base,
         settings.HUB_PUSH_ENABLED,
         settings.HUB_CARD_SIGNING_KEY,
-        grpc_binding.address(base) if grpc_binding.enabled() else "",
+        grpc_binding.address(base) if _lists_grpc(agent.card) else "",
+        _unversioned(agent.card),
     )
 
 
@@ -180,12 +241,15 @@ def hub_card(base: str) -> CardViews:
         settings.HUB_NAME,
         settings.HUB_PUSH_ENABLED,
         settings.HUB_CARD_SIGNING_KEY,
-        grpc_binding.address(base) if grpc_binding.enabled() else "",
+        grpc_binding.address(base) if _lists_grpc(None) else "",
+        _unversioned(None),
     )
 
 
 @lru_cache(maxsize=16)
-def _hub_card(base: str, name: str, push: bool, _key: str, _grpc: str) -> CardViews:
+def _hub_card(
+    base: str, name: str, push: bool, _key: str, grpc: str, unversioned: str
+) -> CardViews:
     card = AgentCard(
         name=name,
         description=(
@@ -194,7 +258,7 @@ def _hub_card(base: str, name: str, push: bool, _key: str, _grpc: str) -> CardVi
             f"you are a party to across all of them. Find peers with GET {base}/discover."
         ),
         version=hub_version(),
-        supported_interfaces=hub_interfaces(base, "/a2a"),
+        supported_interfaces=hub_interfaces(base, "/a2a", grpc=bool(grpc)),
         capabilities=AgentCapabilities(streaming=True, push_notifications=push),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
@@ -217,11 +281,12 @@ def _hub_card(base: str, name: str, push: bool, _key: str, _grpc: str) -> CardVi
     )
     _declare_envelope(card.capabilities)
     _secure(card)
-    return _render(card, base)
+    return _render(card, base, unversioned=unversioned)
 
 
 def card_response(request: Request, views: CardViews) -> Response:
-    body, etag = views.v1 if speaks_1_0(request) else views.v03
+    speaks = speaks_1_0(request)
+    body, etag = views.unversioned if speaks is None else views.v1 if speaks else views.v03
     # Shared caches must keep the two views apart.
     headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL, "Vary": VERSION_HEADER}
     match = request.headers.get("if-none-match", "")

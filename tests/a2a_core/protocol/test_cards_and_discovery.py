@@ -9,7 +9,9 @@ import httpx
 import jsonschema
 import pytest
 from a2a.client import A2ACardResolver
+from a2a.compat.v0_3 import types as types_v03
 from a2a.types.a2a_pb2 import AgentCard
+from google.protobuf.json_format import ParseDict
 
 from a2a_core.asyncdb import db
 from a2a_core.services.agents import agent_register
@@ -20,7 +22,9 @@ from tests.agents import ScriptedAgent
 from tests.factories import make_card
 from tests.peers import PeerProcess, peer_python
 
+CARD = "/.well-known/agent-card.json"
 V1 = {"A2A-Version": "1.0"}
+V03 = {"A2A-Version": "0.3"}
 SDK03 = ["a2a-sdk[http-server]==0.3.26", "httpx", "uvicorn"]
 CARD_SCHEMA = json_schema(AgentCard.DESCRIPTOR)
 
@@ -77,29 +81,48 @@ async def test_a_1_0_client_gets_a_card_that_is_exactly_the_1_0_schema(hub, raw,
 
 async def test_the_1_0_schema_of_the_test_refuses_the_0_3_fields(hub, raw):
     await hub.register_card(make_card("duc"))
-    legacy = (await raw.get("/a2a/duc/.well-known/agent-card.json")).json()
+    legacy = (await raw.get("/a2a/duc/.well-known/agent-card.json", headers=V03)).json()
     assert any("'url'" in v and "were unexpected" in v for v in schema_violations(legacy))
 
 
-async def test_a_0_3_client_gets_a_view_listing_every_interface_rest_included(hub, raw):
+@pytest.mark.parametrize(
+    ("headers", "unversioned"), [(V03, "agent"), ({}, "0.3")], ids=["0.3 header", "no header"]
+)
+async def test_a_0_3_client_gets_a_view_listing_every_interface_rest_included(
+    hub, raw, settings, headers, unversioned
+):
+    """A 1.0 agent's card, asked for as 0.3 (or with no version where the hub is set to answer
+    that with the 0.3 view): the hub's 0.3 interfaces reach the 1.0 agent."""
+    settings.HUB_CARD_UNVERSIONED = unversioned
     await hub.register_card(make_card("duc"))
-    for headers in ({}, {"A2A-Version": "0.3"}):
-        card = (await raw.get("/a2a/duc/.well-known/agent-card.json", headers=headers)).json()
-        assert card["url"] == f"{hub.url}/a2a/duc/"
-        assert card["preferredTransport"] == "JSONRPC"
-        assert card["protocolVersion"] == "0.3"
-        assert card["additionalInterfaces"] == [
-            {"url": f"{hub.url}/a2a/duc/rest", "transport": "HTTP+JSON"}
-        ]
-        assert card["security"] == [{"hubBearer": []}]
-        # A 1.x client that sent no header still finds its interfaces.
-        assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0", "0.3"}
+    card = (await raw.get("/a2a/duc/.well-known/agent-card.json", headers=headers)).json()
+    assert card["url"] == f"{hub.url}/a2a/duc/"
+    assert card["preferredTransport"] == "JSONRPC"
+    assert card["protocolVersion"] == "0.3"
+    assert card["additionalInterfaces"] == [
+        {"url": f"{hub.url}/a2a/duc/rest", "transport": "HTTP+JSON"}
+    ]
+    assert card["security"] == [{"hubBearer": []}]
+    # A 1.x client that sent no header still finds its interfaces.
+    assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0", "0.3"}
 
 
-@pytest.mark.parametrize("mode", ["send", "stream"])
-@pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
-async def test_an_a2a_sdk_0_3_client_works_through_the_hub_from_the_card(hub, transport, mode):
-    await hub.endpoint_agent("echo")
+@pytest.mark.parametrize(
+    ("transport", "mode", "agent_version", "unversioned"),
+    [
+        ("JSONRPC", "send", "0.3", "agent"),
+        ("HTTP+JSON", "stream", "0.3", "agent"),
+        ("JSONRPC", "stream", "1.0", "0.3"),
+        ("HTTP+JSON", "send", "1.0", "0.3"),
+    ],
+)
+async def test_an_a2a_sdk_0_3_client_works_through_the_hub_from_the_card(
+    hub, settings, transport, mode, agent_version, unversioned
+):
+    """The 0.3 client sends no A2A-Version for the card: it reads the 0.3 view of an agent
+    that serves 0.3 clients, and of any agent where the hub is set to answer that way."""
+    settings.HUB_CARD_UNVERSIONED = unversioned
+    await hub.endpoint_agent("echo", version=agent_version)
     _, token = await hub.caller("old-timer")
     python = peer_python("sdk03", SDK03)
     out = PeerProcess(
@@ -115,6 +138,54 @@ async def test_an_a2a_sdk_0_3_client_works_through_the_hub_from_the_card(hub, tr
         "state": "completed",
         "text": ["echo: hi"],
     }
+
+
+UNVERSIONED_SETTINGS = ["agent", "0.3", "1.0"]
+
+
+def read_as(card: dict, version: str) -> None:
+    """`card` read as the a2a-sdk reads a card of `version`: 1.0 exactly (no field of 0.3
+    beside), or 0.3 (its top-level `url` and all); an AssertionError or the SDK's error if not."""
+    if version == "1.0":
+        assert schema_violations(card) == []
+        ParseDict(card, AgentCard())  # no ignore_unknown_fields: a 0.3 field would fail it
+    else:
+        legacy = types_v03.AgentCard.model_validate(card)
+        assert legacy.url
+
+
+@pytest.mark.parametrize("unversioned", UNVERSIONED_SETTINGS)
+@pytest.mark.parametrize("agent_version", ["1.0", "0.3"])
+async def test_a_card_fetched_without_a_version_is_in_the_version_the_hub_is_set_to(
+    hub, raw, settings, agent_version, unversioned
+):
+    """HUB_CARD_UNVERSIONED: "agent" (the default) answers a card request without
+    A2A-Version as the agent itself does (an a2a-sdk server adds the 0.3 fields only when its
+    card lists a 0.3 interface): a 1.0 agent's card is exactly 1.0, what a client checking the
+    1.0 schema (the conformance suite's CARD-STRUCT-001) expects; a 0.3 agent's card is the 0.3
+    view. "0.3" and "1.0" answer every such request in that version."""
+    settings.HUB_CARD_UNVERSIONED = unversioned
+    agent, _, _ = await hub.endpoint_agent("duc", version=agent_version)
+    own = (await raw.get(f"{agent.url}{CARD}")).json()
+    served = (await raw.get(f"/a2a/duc{CARD}")).json()
+
+    expected = agent_version if unversioned == "agent" else unversioned
+    read_as(served, expected)
+    assert ("url" in served) is (expected == "0.3")
+    if unversioned == "agent":
+        assert ("url" in served) is ("url" in own)
+    # A version asked for is answered in it, whatever the setting.
+    read_as((await raw.get(f"/a2a/duc{CARD}", headers=V1)).json(), "1.0")
+    read_as((await raw.get(f"/a2a/duc{CARD}", headers=V03)).json(), "0.3")
+
+
+@pytest.mark.parametrize("unversioned", UNVERSIONED_SETTINGS)
+async def test_the_hub_s_own_card_without_a_version_is_the_0_3_view_unless_set_to_1_0(
+    hub, raw, settings, unversioned
+):
+    """The hub serves 0.3 clients too, so by its own card it is a "0.3" agent."""
+    settings.HUB_CARD_UNVERSIONED = unversioned
+    read_as((await raw.get(CARD)).json(), "1.0" if unversioned == "1.0" else "0.3")
 
 
 async def test_card_has_an_etag_and_revalidates_with_304(hub, raw):
@@ -290,17 +361,23 @@ async def test_register_url_takes_the_card_an_sdk_agent_serving_0_3_too_serves(h
     await served_to_1_0(raw, "compat")
 
 
-@pytest.mark.parametrize("a2a_version", [None, "1.0"])
+@pytest.mark.parametrize(
+    ("agent_version", "a2a_version"), [("1.0", None), ("0.3", None), ("1.0", "1.0")]
+)
 async def test_another_hub_registers_this_hub_s_card_with_its_signature_checked(
-    hub, raw, tmp_path, a2a_version
+    hub, raw, tmp_path, agent_version, a2a_version
 ):
     """Hub to hub: this hub's card of an agent, as it serves it to a client that sends no
-    A2A-Version (the 0.3 fields beside) and to a 1.0 client, registers elsewhere, signed: the
-    other hub pins this hub's JWKS as a card signer."""
-    await hub.register_card(make_card("duc"))
+    A2A-Version (in the agent's own version: the 0.3 fields beside for an agent serving 0.3
+    clients, else exactly 1.0) and to a 1.0 client, registers elsewhere, signed: the other hub
+    pins this hub's JWKS as a card signer."""
+    interface = {"url": "http://127.0.0.1:9/", "protocolBinding": "JSONRPC"}
+    await hub.register_card(
+        make_card("duc", interfaces=[{**interface, "protocolVersion": agent_version}])
+    )
     headers = {"A2A-Version": a2a_version} if a2a_version else {}
     card = (await raw.get("/a2a/duc/.well-known/agent-card.json", headers=headers)).json()
-    assert ("url" in card) is (a2a_version is None)
+    assert ("url" in card) is (a2a_version is None and agent_version == "0.3")
     path = tmp_path / "duc-at-the-other-hub.json"
     path.write_text(json.dumps(card))
 
@@ -310,3 +387,17 @@ async def test_another_hub_registers_this_hub_s_card_with_its_signature_checked(
     assert "card signature: its signature verifies" in out
     mirrored = await served_to_1_0(raw, "duc-elsewhere")
     assert mirrored["skills"] == card["skills"]
+
+
+async def test_another_hub_registers_this_hub_s_card_by_its_url(hub, raw):
+    """`a2a register --url` at the other hub, given this hub's address of an agent."""
+    await hub.register_card(make_card("duc"))
+
+    pinned = {"HUB_CARD_SIGNER_JWKS": f"{hub.url}/.well-known/jwks.json"}
+    out = await registered("--url", f"{hub.url}/a2a/duc", "--slug", "duc-elsewhere", env=pinned)
+
+    assert "registered duc-elsewhere (endpoint" in out
+    assert "card signature: its signature verifies" in out
+    mirrored = await served_to_1_0(raw, "duc-elsewhere")
+    assert mirrored["name"] == "duc"
+    assert mirrored["supportedInterfaces"][0]["url"] == f"{hub.url}/a2a/duc-elsewhere/"

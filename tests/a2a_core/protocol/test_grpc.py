@@ -54,9 +54,12 @@ class Token(CredentialService):
 
 
 @pytest.fixture
-async def grpc_sdk(grpc_hub) -> AsyncIterator[Any]:
+async def grpc_sdk(grpc_hub, settings) -> AsyncIterator[Any]:
     """`await grpc_sdk(slug, token, streaming=...)` -> the official SDK client over gRPC,
-    made from the agent's card at the hub, sending its token with the SDK's AuthInterceptor."""
+    made from the agent's card at the hub, sending its token with the SDK's AuthInterceptor.
+    Every agent's card lists the hub's gRPC interface (HUB_CARD_GRPC=always), a JSON-RPC
+    agent's too."""
+    settings.HUB_CARD_GRPC = "always"
     clients: list[Client] = []
     http = httpx.AsyncClient(timeout=30)
 
@@ -90,20 +93,37 @@ def _texts(task: Any) -> list[str]:
     return [p.text for a in task.artifacts for p in a.parts if p.text]
 
 
-async def test_cards_list_the_hub_s_grpc_interface_with_the_agent_as_tenant(
-    grpc_hub, hub_grpc_port
-):
-    await grpc_hub.endpoint_agent("echo")
+async def grpc_interfaces(url: str) -> list[Any]:
     async with httpx.AsyncClient(timeout=30) as http:
-        card = await A2ACardResolver(http, f"{grpc_hub.url}/a2a/echo").get_agent_card()
-        hub_card = await A2ACardResolver(http, f"{grpc_hub.url}/a2a").get_agent_card()
-    bindings = [i.protocol_binding for i in card.supported_interfaces]
-    assert bindings[-1] == "GRPC" and {"JSONRPC", "HTTP+JSON"} <= set(bindings)
-    [interface] = [i for i in card.supported_interfaces if i.protocol_binding == "GRPC"]
-    assert interface.url == f"127.0.0.1:{hub_grpc_port}"
-    assert interface.tenant == "echo"
-    [own] = [i for i in hub_card.supported_interfaces if i.protocol_binding == "GRPC"]
-    assert own.url == interface.url and own.tenant == ""
+        card = await A2ACardResolver(http, url).get_agent_card()
+    return [i for i in card.supported_interfaces if i.protocol_binding == "GRPC"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "listed_for"),
+    [
+        ("declared", {"grpc-agent", ""}),
+        ("always", {"grpc-agent", "json-agent", ""}),
+        ("never", set()),
+    ],
+)
+async def test_cards_list_the_hub_s_grpc_interface_as_set_with_the_agent_as_tenant(
+    grpc_hub, hub_grpc_port, settings, setting, listed_for
+):
+    """HUB_CARD_GRPC: "declared" (the default) lists the hub's gRPC interface in the card of an
+    agent whose own card lists one (the hub's own card too), "always" in every card, "never"
+    in none. The hub serves gRPC for every agent all the same."""
+    settings.HUB_CARD_GRPC = setting
+    await grpc_hub.endpoint_agent("grpc-agent", binding="GRPC")
+    await grpc_hub.endpoint_agent("json-agent")
+    listed = set()
+    for tenant in ("grpc-agent", "json-agent", ""):
+        interfaces = await grpc_interfaces(f"{grpc_hub.url}/a2a/{tenant}".rstrip("/"))
+        for interface in interfaces:
+            # host:port, what grpc.aio.insecure_channel dials (an http:// URL does not resolve).
+            assert (interface.url, interface.tenant) == (f"127.0.0.1:{hub_grpc_port}", tenant)
+            listed.add(tenant)
+    assert listed == listed_for
 
 
 @pytest.mark.parametrize("binding", ["JSONRPC", "GRPC"])

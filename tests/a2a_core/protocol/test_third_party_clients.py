@@ -115,26 +115,11 @@ async def test_adk_remote_a2a_agent_shows_the_same_events_through_the_hub(hub, m
 
 
 @pytest.mark.parametrize("mode", ["send", "stream"])
-async def test_adk_given_the_card_shows_the_same_events_through_the_hub_with_grpc_on(
-    grpc_hub, hub_grpc_port, mode
-):
-    """With its gRPC port on, the hub's cards list its gRPC interface as the spec writes one,
-    `host:port`, on a port of its own. ADK 2.13 refuses, by design, a card it fetched itself
-    whose interfaces are not all at the card's own origin (scheme, host and port) — the case
-    it documents passing the card for; given the card, it calls through the hub and shows
-    what it shows calling the agent directly."""
-    await grpc_hub.endpoint_agent("other")
-    _, token = await grpc_hub.caller("someone")
-    by_url = PeerProcess(
-        peer("adk"), "adk_client.py", f"{grpc_hub.url}/a2a/other{CARD}", token, mode, "echo hi"
-    )
-    [refused] = [json.loads(line)["event"] for line in by_url.run().splitlines() if line[:1] == "{"]
-    assert "Agent card RPC URL must" in refused["error_message"]
-    assert refused["error_message"].endswith(f"127.0.0.1:{hub_grpc_port}")
-
-    direct, through = await side_by_side(
-        grpc_hub, "adk", "adk_client.py", mode, *CONVERSATIONS, env={"ADK_CARD": "object"}
-    )
+async def test_adk_shows_the_same_events_through_the_hub_with_its_grpc_port_on(grpc_hub, mode):
+    """With the hub's gRPC port on, the card of an agent that serves no gRPC itself lists no
+    gRPC interface (HUB_CARD_GRPC=declared, the default): ADK, fetching the card by its URL,
+    reads it and calls through the hub as it calls the agent."""
+    direct, through = await side_by_side(grpc_hub, "adk", "adk_client.py", mode, *CONVERSATIONS)
 
     count = len(CONVERSATIONS)
     straight, relayed = by_conversation(direct, count), by_conversation(through, count)
@@ -142,6 +127,35 @@ async def test_adk_given_the_card_shows_the_same_events_through_the_hub_with_grp
         assert other == one, text
     shown = [p for line in relayed[0] for p in line["event"].get("content", {}).get("parts", [])]
     assert {"text": "echo: hi"} in shown
+
+
+async def test_adk_refuses_a_card_listing_the_grpc_port_and_calls_through_given_the_card(
+    grpc_hub, hub_grpc_port, settings
+):
+    """With HUB_CARD_GRPC=always every card lists the hub's gRPC interface, as A2A writes one,
+    `host:port`, on a port of its own. ADK 2.13 refuses, by design, a card it fetched itself
+    whose interfaces are not all at the card's own origin (scheme, host and port) — which a
+    gRPC port of its own never is, in any form a gRPC client dials — the case it documents
+    passing the card for; given the card, it calls through the hub and shows what it shows
+    calling the agent directly."""
+    settings.HUB_CARD_GRPC = "always"
+    await grpc_hub.endpoint_agent("other")
+    _, token = await grpc_hub.caller("someone")
+    by_url = PeerProcess(
+        peer("adk"), "adk_client.py", f"{grpc_hub.url}/a2a/other{CARD}", token, "send", "echo hi"
+    )
+    [refused] = [json.loads(line)["event"] for line in by_url.run().splitlines() if line[:1] == "{"]
+    assert "Agent card RPC URL must" in refused["error_message"]
+    assert refused["error_message"].endswith(f"127.0.0.1:{hub_grpc_port}")
+
+    direct, through = await side_by_side(
+        grpc_hub, "adk", "adk_client.py", "send", *CONVERSATIONS, env={"ADK_CARD": "object"}
+    )
+
+    count = len(CONVERSATIONS)
+    straight, relayed = by_conversation(direct, count), by_conversation(through, count)
+    for text, one, other in zip(CONVERSATIONS, straight, relayed, strict=True):
+        assert other == one, text
 
 
 @pytest.mark.parametrize("mode", ["send", "stream"])
