@@ -60,15 +60,20 @@ async def test_a_served_card_verifies_with_the_published_jwks_and_a_flipped_byte
         VERIFY(tampered)
 
 
-async def test_a_client_that_sends_no_a2a_version_verifies_the_card_too(hub):
-    """Without the header the hub serves the 0.3 view; the 1.x SDK reads it back to the 1.0
-    card the signature covers."""
-    await hub.register_card(make_card("duc"))
+@pytest.mark.parametrize("agent_version", ["0.3", "1.0"])
+async def test_a_client_that_sends_no_a2a_version_verifies_the_card_too(hub, agent_version):
+    """Without the header the hub serves the card in the agent's own version: for an agent
+    serving 0.3 clients the 0.3 view, which the 1.x SDK reads back to the 1.0 card the
+    signature covers; else the 1.0 card itself."""
+    interface = {"url": "http://127.0.0.1:9/", "protocolBinding": "JSONRPC"}
+    await hub.register_card(
+        make_card("duc", interfaces=[{**interface, "protocolVersion": agent_version}])
+    )
     async with httpx.AsyncClient(timeout=30) as http:
-        legacy = (await http.get(f"{hub.url}/a2a/duc/.well-known/agent-card.json")).json()
+        served = (await http.get(f"{hub.url}/a2a/duc/.well-known/agent-card.json")).json()
         card = await A2ACardResolver(http, f"{hub.url}/a2a/duc").get_agent_card(
             signature_verifier=VERIFY
         )
-    assert legacy["protocolVersion"] == "0.3"
-    assert legacy["signatures"]
+    assert served.get("protocolVersion") == ("0.3" if agent_version == "0.3" else None)
+    assert served["signatures"]
     assert card.name == "duc"
