@@ -16,7 +16,6 @@ from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import A2AError, VersionNotSupportedError
 from django.conf import settings
-from packaging.version import InvalidVersion, Version
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -38,6 +37,7 @@ from a2a_core.protocol.gate import (
 )
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
 from a2a_core.protocol.signing import JWKS_PATH, jwks_endpoint
+from a2a_core.protocol.versions import a2a_major
 from a2a_core.tokens import bearer_token
 
 
@@ -51,7 +51,7 @@ class HubContextBuilder(DefaultServerCallContextBuilder):
 
     def build(self, request: Request) -> ServerCallContext:
         version = request.headers.get(VERSION_HEADER, "").strip()
-        if version and _major(version) not in (0, 1):
+        if version and a2a_major(version) not in (0, 1):
             raise VersionNotSupportedError(
                 f"A2A-Version {version!r} is not supported: this hub speaks A2A 1.0 (send "
                 "'A2A-Version: 1.0' with the 1.0 methods) and 0.3 (send no A2A-Version, or "
@@ -60,13 +60,6 @@ class HubContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state[CALL_KEY] = request.scope.get("hub.call")
         return context
-
-
-def _major(version: str) -> int | None:
-    try:
-        return Version(version).major
-    except InvalidVersion:
-        return None
 
 
 def _a2a_routes(

@@ -10,7 +10,7 @@ query parameter A2A 1.0 allows instead):
   that also serves 0.3 clients serves its card to everyone. It carries the 1.0 card's
   signature: a 1.x client that reads this view drops the 0.3 fields and verifies it; the 0.3
   fields are not covered.
-- none (HUB_CARD_UNVERSIONED): by default the view the agent itself serves such a request, as
+- none, or one that is not a version (HUB_CARD_UNVERSIONED): by default the view the agent itself serves such a request, as
   the a2a-sdk serves a card: the 0.3 one when its own card lists a 0.3 interface (it serves
   0.3 clients), else the 1.0 one. The hub's own card is the 0.3 view (the hub serves 0.3
   clients). A request without a version cannot say which client sent it: the a2a-sdk 0.3
@@ -48,7 +48,6 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import VERSION_HEADER, TransportProtocol
 from django.conf import settings
 from google.protobuf.json_format import MessageToDict, ParseDict
-from packaging.version import InvalidVersion, Version
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -56,6 +55,7 @@ from a2a_core.asyncdb import db
 from a2a_core.models import Agent
 from a2a_core.protocol import grpc_binding
 from a2a_core.protocol.signing import sign
+from a2a_core.protocol.versions import a2a_major
 from a2a_core.schemas.envelopes import ENVELOPE_EXTENSION
 
 SECURITY_SCHEME = "hubBearer"
@@ -151,14 +151,11 @@ def _body(document: dict[str, Any]) -> Rendered:
 
 def speaks_1_0(request: Request) -> bool | None:
     """Whether a card request comes from an A2A 1.x client: its `A2A-Version` header, else
-    its `A2A-Version` query parameter, is 1 or more; None when it sends no version."""
+    its `A2A-Version` query parameter, is 1 or more (true) or 0.x (false); None when it sends
+    none, or something that is not a version."""
     version = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
-    if not (version or "").strip():
-        return None
-    try:
-        return Version((version or "").strip()).major >= 1
-    except InvalidVersion:  # not a version: the view every client can read
-        return False
+    major = a2a_major(version or "")
+    return None if major is None else major >= 1
 
 
 def declares(card: dict[str, Any], binding: str) -> bool:

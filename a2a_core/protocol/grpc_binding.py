@@ -54,7 +54,6 @@ from django.conf import settings
 from google.protobuf import any_pb2, message, message_factory
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2, status_pb2
-from packaging.version import InvalidVersion, Version
 
 from a2a_core.delivery.call import Call
 from a2a_core.logging import get_logger, warn_limited
@@ -68,6 +67,7 @@ from a2a_core.protocol.errors import (
 )
 from a2a_core.protocol.gate import authenticate, unauthenticated
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
+from a2a_core.protocol.versions import a2a_major
 from a2a_core.schemas.a2a import holds_nul
 from a2a_core.services.agents import SLUG_RE
 from a2a_core.tokens import bearer_token
@@ -106,7 +106,7 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
     version = metadata.get(VERSION_HEADER.lower(), "").strip()
     # VersionNotSupportedError is FAILED_PRECONDITION over gRPC: A2A 1.0.1's mapping (section
     # 5.4), which replaced 1.0.0's UNIMPLEMENTED; the a2a-sdk 1.x maps it so too.
-    if version and _major(version) != 1:
+    if version and a2a_major(version) != 1:
         raise SdkVersionNotSupported(
             f"A2A-Version {version!r} is not supported over gRPC: this hub's gRPC service "
             "speaks A2A 1.0 (send 'a2a-version: 1.0')"
@@ -145,13 +145,6 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
             "the hub may not"
         )
     return Call(caller=caller, target=target, headers=metadata)
-
-
-def _major(version: str) -> int | None:
-    try:
-        return Version(version).major
-    except InvalidVersion:
-        return None
 
 
 def _shown(text: str, limit: int = 40) -> str:

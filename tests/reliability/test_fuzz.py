@@ -127,7 +127,8 @@ def error_code(response: httpx.Response) -> Any:
 def http_request(i: int, caller: str, poller: str) -> tuple[str, str, str, bytes, dict[str, str]]:
     """Request i: (entry point, method, path, body, headers)."""
     rng = random.Random(SEED + i)
-    headers = {"A2A-Version": rng.choice(["1.0", "0.3", "9", ""])}
+    # "1" * 5000: a version by its grammar whose number Python refuses to read.
+    headers = {"A2A-Version": rng.choice(["1.0", "0.3", "9", "", "1" * 5000])}
     headers["Content-Type"] = rng.choice(["application/json", "text/plain", "application/json"])
     kind = i % 8
     if kind >= 6:  # the long-poll, mostly with the inbox agent's own token

@@ -143,7 +143,9 @@ def junk_metadata(i: int, token: str) -> list[tuple[str, str | bytes]]:
     auth = rng.choice([f"Bearer {token}"] * 4 + ["", "Bearer nope", "Basic eA==", "Bearer a.b.c"])
     if auth:
         metadata.append(("authorization", auth))
-    metadata.append(("a2a-version", rng.choice(["1.0"] * 6 + ["", "0.3", "9.1", "banana"])))
+    # "1" * 5000: a version by its grammar whose number Python refuses to read.
+    versions = ["1.0"] * 6 + ["", "0.3", "9.1", "banana", "1" * 5000]
+    metadata.append(("a2a-version", rng.choice(versions)))
     if rng.random() < 0.2:
         metadata.append(("x-junk-bin", rng.randbytes(rng.randrange(0, 64))))
     if i % 149 == 7:  # past gRPC's metadata limits

@@ -179,6 +179,30 @@ async def test_a_card_fetched_without_a_version_is_in_the_version_the_hub_is_set
     read_as((await raw.get(f"/a2a/duc{CARD}", headers=V03)).json(), "0.3")
 
 
+# "1" * 5000 is a version by its grammar, whose number Python refuses to read (over 4,300
+# digits): not one the hub knows.
+JUNK_VERSIONS = ["", "abc", "1.0.0.0.0x", "\u00e9", "1" * 5000, "-1", "0x10", "1.0; 0.3", "v"]
+
+
+@pytest.mark.parametrize("sent_as", ["header", "query parameter"])
+@pytest.mark.parametrize("agent_version", ["1.0", "0.3"])
+async def test_a_card_asked_for_with_a_junk_version_is_the_one_asked_for_without(
+    hub, raw, agent_version, sent_as
+):
+    interface = {"url": "http://127.0.0.1:9/", "protocolBinding": "JSONRPC"}
+    await hub.register_card(
+        make_card("duc", interfaces=[{**interface, "protocolVersion": agent_version}])
+    )
+    unversioned = await raw.get(f"/a2a/duc{CARD}")
+    for junk in JUNK_VERSIONS:
+        if sent_as == "header":
+            response = await raw.get(f"/a2a/duc{CARD}", headers={"A2A-Version": junk.encode()})
+        else:
+            response = await raw.get(f"/a2a/duc{CARD}", params={"A2A-Version": junk})
+        assert response.status_code == 200, junk
+        assert response.content == unversioned.content, junk
+
+
 @pytest.mark.parametrize("unversioned", UNVERSIONED_SETTINGS)
 async def test_the_hub_s_own_card_without_a_version_is_the_0_3_view_unless_set_to_1_0(
     hub, raw, settings, unversioned

@@ -465,7 +465,7 @@ async def test_a_junk_frame_is_invalid_argument_saying_why_and_one_warning_at_mo
     assert len(logged) <= 1
 
 
-@pytest.mark.parametrize("version", ["0.3", "2.0", "banana"])
+@pytest.mark.parametrize("version", ["0.3", "2.0", "banana", "1" * 5000])
 async def test_a_version_other_than_1_is_not_supported(grpc_hub, hub_grpc_port, version):
     """FAILED_PRECONDITION, as A2A 1.0.1 maps VersionNotSupportedError to gRPC (section 5.4;
     1.0.0 said UNIMPLEMENTED, which 1.0.1 changed) and as the a2a-sdk 1.x answers it."""
