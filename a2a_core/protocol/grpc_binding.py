@@ -108,7 +108,7 @@ async def admit(request: message.Message, context: grpc.aio.ServicerContext) -> 
     # 5.4), which replaced 1.0.0's UNIMPLEMENTED; the a2a-sdk 1.x maps it so too.
     if version and a2a_major(version) != 1:
         raise SdkVersionNotSupported(
-            f"A2A-Version {version!r} is not supported over gRPC: this hub's gRPC service "
+            f"A2A-Version {_shown(version)} is not supported over gRPC: this hub's gRPC service "
             "speaks A2A 1.0 (send 'a2a-version: 1.0')"
         )
     token = bearer_token(metadata)
