@@ -251,8 +251,10 @@ async def test_every_spelling_of_an_internal_address_is_refused_when_the_config_
 
 
 async def test_the_a2a_0_3_set_method_refuses_those_spellings_too(hub, sdk, settings):
-    """tasks/pushNotificationConfig/set, from the a2a-sdk 0.3 client in a process of its own."""
+    """tasks/pushNotificationConfig/set, from the a2a-sdk 0.3 client in a process of its own
+    (which reads the card of the 1.0 agent from the hub in the 0.3 view: it sends no version)."""
     settings.HUB_PUSH_ALLOWED_HOSTS = []
+    settings.HUB_CARD_UNVERSIONED = "0.3"
     await hub.endpoint_agent("echo")
     _, token = await hub.caller("alpha")
     task = await send(await sdk("echo", token), request("echo hi"))
