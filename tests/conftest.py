@@ -225,7 +225,8 @@ def hub_grpc_port(hub_server: ServerThread) -> Iterator[int]:
 
 @pytest.fixture
 def grpc_hub(hub: Hub, hub_grpc_port: int, settings: Any) -> Hub:
-    """The live hub with its gRPC port on: the cards it serves list its gRPC interface."""
+    """The live hub with its gRPC port on: its own card lists its gRPC interface, and so does
+    the card of each agent whose own card lists one (HUB_CARD_GRPC, default "declared")."""
     settings.HUB_GRPC_PORT = hub_grpc_port
     return hub
 
