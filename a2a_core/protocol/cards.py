@@ -10,9 +10,9 @@ query parameter A2A 1.0 allows instead):
   that also serves 0.3 clients serves its card to everyone. It carries the 1.0 card's
   signature: a 1.x client that reads this view drops the 0.3 fields and verifies it; the 0.3
   fields are not covered.
-- none, or one that is not a version (HUB_CARD_UNVERSIONED): by default the view the agent itself serves such a request, as
-  the a2a-sdk serves a card: the 0.3 one when its own card lists a 0.3 interface (it serves
-  0.3 clients), else the 1.0 one. The hub's own card is the 0.3 view (the hub serves 0.3
+- none, or one that is not a version (HUB_CARD_UNVERSIONED): by default the view the agent
+  itself serves such a request, as the a2a-sdk serves a card: the 0.3 one when its own card
+  lists a 0.3 interface (it serves 0.3 clients), else the 1.0 one. The hub's own card is the 0.3 view (the hub serves 0.3
   clients). A request without a version cannot say which client sent it: the a2a-sdk 0.3
   client sends nothing and needs the top-level `url`; a 1.x client that fetches with a bare
   `A2ACardResolver` (Microsoft Agent Framework, say) sends nothing and reads either view; a
@@ -158,17 +158,18 @@ def speaks_1_0(request: Request) -> bool | None:
     return None if major is None else major >= 1
 
 
-def declares(card: dict[str, Any], binding: str) -> bool:
+def _declares(card: dict[str, Any], binding: str) -> bool:
     """Whether an agent's own card (stored, ProtoJSON) lists an interface with `binding`."""
     return any(i.get("protocolBinding") == binding for i in card.get("supportedInterfaces", []))
 
 
-def serves_0_3(card: dict[str, Any]) -> bool:
-    """Whether an agent's own card lists an interface for 0.3 clients (a 0.x version, or none),
-    so that, as the a2a-sdk serves it, it carries the 0.3 fields for a request without a
-    version."""
+def _serves_0_3(card: dict[str, Any]) -> bool:
+    """Whether an agent's own card lists an interface for 0.3 clients (no version, or a 0.x
+    one), so that an a2a-sdk server adds the 0.3 fields to it (`to_compat_agent_card`). Read
+    with `a2a_major`, as the SDK's `is_legacy_version` would fail on a version past 4,300
+    digits, which a registered card may hold."""
     return any(
-        not i.get("protocolVersion") or i["protocolVersion"].startswith("0.")
+        not i.get("protocolVersion") or a2a_major(i["protocolVersion"]) == 0
         for i in card.get("supportedInterfaces", [])
     )
 
@@ -176,10 +177,10 @@ def serves_0_3(card: dict[str, Any]) -> bool:
 def _unversioned(card: dict[str, Any] | None) -> str:
     """The view (1.0 or 0.3) a card request without a version gets (HUB_CARD_UNVERSIONED);
     `card` is the agent's own, None for the hub's card."""
-    choice = str(settings.HUB_CARD_UNVERSIONED)
+    choice = settings.HUB_CARD_UNVERSIONED
     if choice != "agent":
-        return choice
-    return "0.3" if card is None or serves_0_3(card) else "1.0"
+        return str(choice)
+    return "0.3" if card is None or _serves_0_3(card) else "1.0"
 
 
 def _lists_grpc(card: dict[str, Any] | None) -> bool:
@@ -188,7 +189,7 @@ def _lists_grpc(card: dict[str, Any] | None) -> bool:
     choice = settings.HUB_CARD_GRPC
     if not grpc_binding.enabled() or choice == "never":
         return False
-    return choice == "always" or card is None or declares(card, TransportProtocol.GRPC)
+    return choice == "always" or card is None or _declares(card, TransportProtocol.GRPC)
 
 
 @lru_cache(maxsize=2048)

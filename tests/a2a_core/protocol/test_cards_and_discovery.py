@@ -203,6 +203,21 @@ async def test_a_card_asked_for_with_a_junk_version_is_the_one_asked_for_without
         assert response.content == unversioned.content, junk
 
 
+@pytest.mark.parametrize("version", ["banana", "1" * 5000, "0.3.0.0.0.0.1", "0"])
+async def test_an_agent_card_with_any_protocol_version_is_served_without_a_version(
+    hub, raw, version
+):
+    """What an agent's card says of its interfaces' versions decides the view a request without
+    a version gets: a 0.x version is the 0.3 view, anything else (junk too) the 1.0 one."""
+    interface = {"url": "http://127.0.0.1:9/", "protocolBinding": "JSONRPC"}
+    await hub.register_card(
+        make_card("duc", interfaces=[{**interface, "protocolVersion": version}])
+    )
+    response = await raw.get(f"/a2a/duc{CARD}")
+    assert response.status_code == 200
+    read_as(response.json(), "0.3" if version in ("0.3.0.0.0.0.1", "0") else "1.0")
+
+
 @pytest.mark.parametrize("unversioned", UNVERSIONED_SETTINGS)
 async def test_the_hub_s_own_card_without_a_version_is_the_0_3_view_unless_set_to_1_0(
     hub, raw, settings, unversioned
