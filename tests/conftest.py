@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -115,6 +116,16 @@ class Hub:
     async def close(self) -> None:
         for http_client in self.http_clients:
             await http_client.aclose()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_reaches_what_tests_start() -> None:
+    """A shell that starts a command in the background (`./hub test` runs its two suites side
+    by side) starts it with SIGINT ignored, and every process it starts inherits that: a test
+    pressing Ctrl-C on a command it runs would wait for nothing. Here, as in a terminal,
+    SIGINT interrupts, and the processes tests start get it as a user's would."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True, scope="session")

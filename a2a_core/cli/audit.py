@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -235,6 +236,9 @@ def log(args: argparse.Namespace, out: Any) -> None:
         out.write(_columns(HEADERS))
     _print(lines, args, out)
     if args.follow:
+        # Started in the background by a script, a process inherits SIGINT ignored; Ctrl-C or
+        # `kill -INT` ends a follow however it was started.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         with contextlib.suppress(KeyboardInterrupt):
             _follow(filters, entries, args, out)
 
