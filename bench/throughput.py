@@ -563,6 +563,24 @@ def targets(results: dict[tuple[str, int], dict[int, Level]]) -> list[str]:
     if 1 in embedded:
         added = embedded[1].hub.pct(50) - embedded[1].direct.pct(50)
         out.append(f"embedded, c=1: hub adds < 1 ms p50 -> {verdict(added < 1)} (+{added:.2f} ms)")
+    if 16 in embedded and embedded[16].floor is not None:
+        level = embedded[16]
+        assert level.floor is not None
+        cpu, proxy = level.hub.cpu_ms_per_call("hub"), level.floor.cpu_ms_per_call("proxy")
+        out.append(
+            f"embedded, c=16: hub CPU per call <= 1.5x the bare a2a-sdk proxy's -> "
+            f"{verdict(cpu <= 1.5 * proxy)} ({cpu / proxy:.2f}x: {cpu:.2f} vs {proxy:.2f} ms)"
+        )
+    if 1 in embedded and embedded[1].floor is not None:
+        level = embedded[1]
+        assert level.floor is not None
+        hub_adds = level.hub.pct(50) - level.direct.pct(50)
+        proxy_adds = max(level.floor.pct(50) - level.direct.pct(50), 1e-6)
+        out.append(
+            f"embedded, c=1: p50 the hub adds <= 2x what the bare proxy adds -> "
+            f"{verdict(hub_adds <= 2 * proxy_adds)} ({hub_adds / proxy_adds:.2f}x: "
+            f"+{hub_adds:.2f} vs +{proxy_adds:.2f} ms)"
+        )
     if 16 in scaled:
         ratio = scaled[16].ratio
         out.append(
