@@ -397,6 +397,9 @@ def _slack_users(items: list[str]) -> dict[str, str]:
 
 
 HUB_SLACK_USERS = _slack_users(env_list("HUB_SLACK_USERS", ""))
+# Claims on escalations ("I'm on it"): `advisory` (anyone with the operator role may still
+# decide) or `hold` (only the claimer decides, or someone who takes the claim over first).
+HUB_ESCALATION_CLAIMS = env_choice("HUB_ESCALATION_CLAIMS", "advisory", ("advisory", "hold"))
 # How long an agent's question to a human waits before it expires (the task stays as it is).
 HUB_QUESTION_DEADLINE_SECONDS = env_int("HUB_QUESTION_DEADLINE_SECONDS", 3600)
 # Email notifications go through Django's default mailer: SMTP, configured from the environment.

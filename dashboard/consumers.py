@@ -39,6 +39,7 @@ PAGES = (
     "task",
     "audit",
     "escalations",
+    "escalation",
     "policy",
     "trace",
     "traces",
@@ -205,6 +206,12 @@ class DashboardConsumer(Consumer):
         if update.agents and self.page in ("agents", "agent", "overview"):
             parts.extend(update.agents.values())
         if update.escalations and self.page == "escalations":
+            # Decided items leave the page in this frame; the refresh that follows brings
+            # the page's next items in.
+            parts.extend(
+                f'<div id="escalation-{pk}" hx-swap-oob="delete"></div>'
+                for pk in sorted(update.escalations_closed)
+            )
             parts.append(render_to_string("dashboard/base_fragments.html#refresh-escalations"))
         if (
             self.page == "task"

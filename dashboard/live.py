@@ -106,6 +106,8 @@ class Update:
     # The header's count of pending escalations, when escalations changed.
     badge: str | None = None
     escalations: set[int] = field(default_factory=set)
+    # Escalations decided (or withdrawn, expired) since: every open inbox drops them at once.
+    escalations_closed: set[int] = field(default_factory=set)
     # agent id -> its status badge
     agents: dict[int, str] = field(default_factory=dict)
     tasks: set[str] = field(default_factory=set)
@@ -215,6 +217,8 @@ def render_update(messages: Iterable[dict[str, Any]]) -> Update:
                     states[item.task_id] = item.state
         elif isinstance(event, EscalationChanged):
             update.escalations.add(event.escalation_id)
+            if event.status != "pending":
+                update.escalations_closed.add(event.escalation_id)
         elif isinstance(event, AgentChanged):
             agent_ids.add(event.agent_id)
         elif isinstance(event, PolicyActivated):

@@ -51,6 +51,7 @@ urlpatterns = [
     path("messages/<int:pk>/", audit.message_detail, name="message"),
     # escalations
     path("escalations/", escalations.escalation_list, name="escalations"),
+    path("escalations/<int:pk>/", escalations.escalation_detail, name="escalation"),
     path("escalations/<int:pk>/answer/", escalations.escalation_answer, name="escalation_answer"),
     path(
         "escalations/<int:pk>/approve/", escalations.escalation_approve, name="escalation_approve"

@@ -13,6 +13,7 @@ from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import Escalation
 from a2a_core.services.audit import audit_record
 from a2a_core.services.escalations import (
+    claim_holds,
     escalation_approve,
     escalation_redirect,
     escalation_reject,
@@ -33,7 +34,8 @@ def escalation_claim(
     """Mark a pending escalation as taken by a person ("I'm on it"), shown live to everyone.
 
     Claiming one another person holds raises Conflict unless `take_over`; claiming one's own
-    claim again changes nothing. A claim is advisory: anyone with the role may still decide.
+    claim again changes nothing. A claim is advisory unless HUB_ESCALATION_CLAIMS is `hold`:
+    then only its holder decides (see `claim_holds`), and taking it over is how another does.
     """
     escalation = open_any(escalation_id)
     who = who_acts(actor, actor_label)
@@ -68,12 +70,14 @@ def escalation_claim(
 def escalation_release(
     *, escalation_id: int, actor: User | None = None, actor_label: str = ""
 ) -> Escalation:
-    """Give a claim up (whoever holds it); an unclaimed escalation is left as it is."""
+    """Give a claim up (whoever holds it, unless claims hold: then its holder alone); an
+    unclaimed escalation is left as it is."""
     escalation = open_any(escalation_id)
     holder = escalation.claimed_by_name
     if not holder:
         return escalation
     who = who_acts(actor, actor_label)
+    claim_holds(escalation, who)
     escalation.claimed_by_name = ""
     escalation.claimed_at = None
     escalation.save(update_fields=["claimed_by_name", "claimed_at"])

@@ -138,7 +138,25 @@ def open_any(escalation_id: int) -> Escalation:
     return escalation
 
 
-def _open(escalation_id: int, kind: str = EscalationKind.APPROVAL) -> Escalation:
+# The name decisions made by a deadline are recorded under (see `escalations_expire`).
+DEADLINE = "deadline"
+
+
+def claim_holds(escalation: Escalation, who: str) -> None:
+    """Under HUB_ESCALATION_CLAIMS=hold, only the person who claimed an escalation decides it
+    (another takes the claim over first): Conflict for anyone else."""
+    holder = escalation.claimed_by_name
+    if settings.HUB_ESCALATION_CLAIMS == "hold" and holder and holder != who:
+        raise Conflict(
+            f"escalation {escalation.pk} is claimed by {holder}: only they decide it, "
+            "unless you take it over",
+            details={"claimedBy": holder},
+        )
+
+
+def _open(
+    escalation_id: int, kind: str = EscalationKind.APPROVAL, who: str | None = None
+) -> Escalation:
     escalation = (
         Escalation.objects.select_for_update(of=("self",))
         .select_related("task", "message", "agent")
@@ -154,6 +172,8 @@ def _open(escalation_id: int, kind: str = EscalationKind.APPROVAL) -> Escalation
             f"escalation {escalation_id} was already {escalation.status} by {escalation.decider}",
             details={"status": escalation.status},
         )
+    if who is not None and who != DEADLINE:
+        claim_holds(escalation, who)
     # Lock the task too: a decision changes it.
     escalation.task = Task.objects.select_for_update().get(pk=escalation.task_id)
     return escalation
@@ -216,7 +236,9 @@ def escalation_answer(
     text = _text(text, "text")
     if not text:
         raise ValidationFailed("the answer is empty", [FieldProblem("text", "write the answer")])
-    escalation = _open(escalation_id, EscalationKind.INPUT_REQUIRED)
+    escalation = _open(
+        escalation_id, EscalationKind.INPUT_REQUIRED, who=who_acts(actor, actor_label)
+    )
     if escalation.answer_schema is not None:
         if data is None:
             raise ValidationFailed(
@@ -286,7 +308,7 @@ def escalation_approve(
     text; `edits` replaces single parts (see `_edited_parts`: a text, or the typed envelope).
     The agent receives the message as edited; the audit event keeps the original parts and
     a diff of what changed. Nothing changes when an edit is not valid."""
-    escalation = _open(escalation_id)
+    escalation = _open(escalation_id, who=who_acts(actor, actor_label))
     message = escalation.message
     assert message is not None
     data: dict[str, Any] = {}
@@ -348,7 +370,7 @@ def escalation_redirect(
     *, escalation_id: int, to: str, actor: User | None = None, actor_label: str = ""
 ) -> Escalation:
     """Send a held message to another agent instead."""
-    escalation = _open(escalation_id)
+    escalation = _open(escalation_id, who=who_acts(actor, actor_label))
     message = escalation.message
     assert message is not None
     target = Agent.objects.filter(slug=to).first()
@@ -401,7 +423,7 @@ def escalation_reject(
         raise ValidationFailed(
             "a reason is required", [FieldProblem("reason", "say why; the calling agent sees it")]
         )
-    escalation = _open(escalation_id)
+    escalation = _open(escalation_id, who=who_acts(actor, actor_label))
     message = escalation.message
     assert message is not None
     who = who_acts(actor, actor_label)
@@ -460,12 +482,12 @@ def escalations_expire(*, now: Any = None) -> int:
         try:
             with transaction.atomic():
                 if outcome == "approve":
-                    escalation_approve(escalation_id=pk, actor_label="deadline")
+                    escalation_approve(escalation_id=pk, actor_label=DEADLINE)
                 else:
                     escalation = escalation_reject(
                         escalation_id=pk,
                         reason="nobody decided before the deadline",
-                        actor_label="deadline",
+                        actor_label=DEADLINE,
                     )
                     Escalation.objects.filter(pk=escalation.pk).update(
                         status=EscalationStatus.EXPIRED

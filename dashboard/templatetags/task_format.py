@@ -3,7 +3,6 @@ as people say them."""
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 
 from django import template
@@ -55,11 +54,11 @@ def warn_seconds() -> int:
 
 @register.filter
 def expiry_warning(deadline: datetime | None) -> str:
-    """ "expires in 3 min" when `deadline` is less than HUB_NOTIFY_WARN_SECONDS away (minutes
-    rounded up, as the countdown in hub.js says it); else empty."""
+    """ "expiring soon" when `deadline` is less than HUB_NOTIFY_WARN_SECONDS away, else empty:
+    a mark beside the countdown, never a second reading of the time left."""
     if deadline is None:
         return ""
     left = (deadline - timezone.now()).total_seconds()
     if not 0 < left <= settings.HUB_NOTIFY_WARN_SECONDS:
         return ""
-    return f"expires in {math.ceil(left / 60)} min"
+    return "expiring soon"

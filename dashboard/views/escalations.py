@@ -11,7 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from django.http import Http404, HttpResponse
+from django.conf import settings
+from django.http import Http404, HttpResponse, QueryDict
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
@@ -20,11 +21,15 @@ from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import Escalation, EscalationKind, EscalationStatus
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.selectors.escalations import (
+    Cursor,
     EscalationCard,
+    EscalationInbox,
     InboxFilter,
     escalation_card,
     escalation_filter_options,
     escalation_inbox,
+    escalation_page,
+    matching_pending,
 )
 from a2a_core.services import escalation_triage as triage
 from a2a_core.services import escalations as escalation_services
@@ -55,14 +60,18 @@ def escalation_list(request: HtmxHttpRequest) -> HttpResponse:
     """The inbox; its filters, search, sort and grouping are the URL's query (a view can be
     shared). htmx requests (a filter change, a live refresh) get the list alone."""
     filters = InboxFilter.from_params(request.GET)
-    inbox = escalation_inbox(filters=filters)
-    if has_role(request.user, "operator"):
+    cursor = Cursor.from_params(request.GET)
+    inbox = escalation_inbox(filters=filters, cursor=cursor)
+    if has_role(request.user, "operator") and not inbox.dense:
         for card in inbox.pending:
             _with_forms(card)
     context: dict[str, Any] = {
         "inbox": inbox,
         "filters": filters,
+        "cursor": cursor,
+        "pages": _pages(filters, inbox),
         "can_decide": has_role(request.user, "operator"),
+        "claims_hold": settings.HUB_ESCALATION_CLAIMS == "hold",
         "me": request.user.get_username(),
         "live_page": "escalations",
     }
@@ -73,8 +82,50 @@ def escalation_list(request: HtmxHttpRequest) -> HttpResponse:
             query = filters.query()
             return push_url(response, f"{request.path}?{query}" if query else request.path)
         return response
-    context["options"] = escalation_filter_options()
+    context["options"] = escalation_filter_options(upto=inbox.upto, pending=inbox.pending_total)
     return TemplateResponse(request, "dashboard/escalations.html", context)
+
+
+@viewer_required
+def escalation_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """One escalation at a stable address: its card (decided here too), payload, history,
+    who claimed and decided it, and the original beside the edit."""
+    try:
+        page = escalation_page(escalation_id=pk)
+    except NotFound:
+        raise Http404 from None
+    can_decide = has_role(request.user, "operator")
+    if can_decide:
+        _with_forms(page.card)
+    context = {
+        "page": page,
+        "card": page.card,
+        "can_decide": can_decide,
+        "claims_hold": settings.HUB_ESCALATION_CLAIMS == "hold",
+        "me": request.user.get_username(),
+        "live_page": "escalation",
+    }
+    return TemplateResponse(request, "dashboard/escalation.html", context)
+
+
+def _pages(filters: InboxFilter, inbox: EscalationInbox) -> dict[str, str]:
+    """The pager's links: the first page, the one before, the one after and the last."""
+    base = filters.query()
+
+    def url(extra: str) -> str:
+        query = "&".join(q for q in (base, extra) if q)
+        return f"?{query}" if query else "?"
+
+    pages = {}
+    if inbox.has_before:
+        pages["first"] = url("")
+        if inbox.dense:
+            pages["prev"] = url(f"before={inbox.first_pk}")
+    if inbox.has_after:
+        pages["next"] = url(f"after={inbox.last_pk}")
+        if inbox.dense:
+            pages["last"] = url("last=1")
+    return pages
 
 
 def _with_forms(card: EscalationCard) -> EscalationCard:
@@ -148,6 +199,7 @@ def _decide(
     context = {
         "card": card,
         "can_decide": True,
+        "claims_hold": settings.HUB_ESCALATION_CLAIMS == "hold",
         "notice": notice,
         "tone": tone,
         "problems": problems,
@@ -156,6 +208,9 @@ def _decide(
         "editing": editing,
         "oob": True,
     }
+    if request.POST.get("line") == "1":
+        # A line of the dense list: the line as it now is, the notice in its title.
+        return TemplateResponse(request, "dashboard/escalations.html#line", context)
     return TemplateResponse(request, "dashboard/escalations.html#card", context)
 
 
@@ -294,13 +349,28 @@ def escalation_release(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @operator_required
 def escalation_bulk(request: HtmxHttpRequest) -> HttpResponse:
-    """Approve, reject (one reason) or redirect the selected escalations; the list itself
-    follows live, as each decision is announced."""
-    ids = _ids(request.POST.getlist("ids"))
+    """Approve, reject (one reason) or redirect the selected escalations, or every one the
+    view matches (`scope=matching`: the view's query in `match`, none newer than `upto`),
+    decided on the server in batches. The result names each item skipped and why; the list
+    itself follows live, as each decision is announced."""
     action = request.POST.get("action", "")
+    matching = request.POST.get("scope") == "matching"
+    if matching:
+        filters = InboxFilter.from_params(QueryDict(request.POST.get("match", "")[:2000]))
+        upto = request.POST.get("upto", "")
+        ids = matching_pending(
+            filters=filters, upto=int(upto) if upto.isdigit() and len(upto) < 12 else None
+        )
+    else:
+        ids = _ids(request.POST.getlist("ids"))
     tone = "ok"
+    skipped: list[tuple[int, str]] = []
     if not ids:
-        notice, tone = "Select escalations first (x, or the boxes on the cards).", "warn"
+        notice, tone = (
+            ("Nothing pending matches this view any more.", "warn")
+            if matching
+            else ("Select escalations first (x, or the boxes on the cards).", "warn")
+        )
     else:
         try:
             outcome = triage.escalations_decide(
@@ -318,12 +388,9 @@ def escalation_bulk(request: HtmxHttpRequest) -> HttpResponse:
         else:
             past = {"approve": "Approved", "reject": "Rejected", "redirect": "Redirected"}[action]
             notice = f"{past} {len(outcome.done)} of {len(set(ids))}."
-            if outcome.skipped:
+            skipped = outcome.skipped
+            if skipped:
                 tone = "warn"
-                notice += " Not decided: " + "; ".join(
-                    f"#{pk}: {why}" for pk, why in outcome.skipped[:5]
-                )
-                if len(outcome.skipped) > 5:
-                    notice += f" (and {len(outcome.skipped) - 5} more)"
-    context = {"notice": notice, "tone": tone}
+                notice += f" Not decided: {len(skipped)}."
+    context = {"notice": notice, "tone": tone, "skipped": skipped}
     return TemplateResponse(request, "dashboard/escalations.html#bulk-notice", context)

@@ -68,16 +68,18 @@
     document.querySelectorAll("[data-deadline]").forEach(function (el) {
       var ms = Date.parse(el.getAttribute("data-deadline")) - now, left = Math.round(ms / 1000);
       if (isNaN(left)) return;
-      // The last minutes before a deadline stand out (data-warn: HUB_NOTIFY_WARN_SECONDS),
+      // The last minutes before a deadline stand out (data-warn, on it or around it:
+      // HUB_NOTIFY_WARN_SECONDS),
       // and an escalation's card says so in words, as the server renders it.
-      var warn = parseInt(el.getAttribute("data-warn") || "300", 10), soon = ms > 0 && ms <= warn * 1000; // as the server decides it
+      var holder = el.closest("[data-warn]");
+      var warn = parseInt((holder && holder.getAttribute("data-warn")) || "300", 10), soon = ms > 0 && ms <= warn * 1000; // as the server decides it
       el.classList.toggle("soon", soon);
-      var card = el.closest("article.escalation.pending");
+      var card = el.closest(".escalation.pending");
       var warning = card && card.querySelector(".expiry-warning");
       if (warning) {
         card.classList.toggle("expiring", soon);
         warning.hidden = !soon;
-        warning.textContent = soon ? "expires in " + Math.ceil(left / 60) + " min" : "";
+        warning.textContent = soon ? "expiring soon" : "";
       }
       if (left <= 0) { el.textContent = "overdue"; el.classList.add("overdue"); return; }
       var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;

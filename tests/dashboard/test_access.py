@@ -52,6 +52,7 @@ PAGES: dict[str, str] = {
     "audit_training": "viewer",
     "message": "viewer",
     "escalations": "viewer",
+    "escalation": "viewer",
     "notify": "admin",
     "policy": "viewer",
     "policy_version": "viewer",
