@@ -28,8 +28,9 @@ SMALL = [
     ),
     (
         "escalation_page.py",
-        ["--pending", "40", "--decided", "10", "--agents", "5", "--runs", "1"],
-        "first render",
+        # Past a page of cards: the dense list, its pages and its size.
+        ["--pending", "150", "--decided", "10", "--agents", "5", "--runs", "1"],
+        "dense list HTML",
     ),
     ("discovery.py", ["--agents", "50", "--queries", "5"], "target: p99 under 20 ms"),
     (
