@@ -104,6 +104,8 @@ def escalation_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "claims_hold": settings.HUB_ESCALATION_CLAIMS == "hold",
         "me": request.user.get_username(),
         "live_page": "escalation",
+        # No bulk bar here: the card has no box to select it with.
+        "single": True,
     }
     return TemplateResponse(request, "dashboard/escalation.html", context)
 
