@@ -18,7 +18,8 @@ below returns at once and nothing is imported. On, each call through the hub giv
                 taking it is all the agent answers). Any process may send or take a copy, so
                 the fan-out's request span has an id every process derives from its message
   a2a.wait      the time a held message waited for a human: from its hold (a child of the
-                held request) to its approval or redirect, with the human's decision
+                held request) to its approval or redirect, with the human's decision and
+                name (a2a.approver)
   a2a.hub.accepted, a2a.hub.judged, a2a.hub.committed, a2a.hub.delivered, a2a.agent,
   a2a.hub.recorded
                 (children of a2a.forward, once the answer is recorded) where a forwarded
@@ -383,19 +384,24 @@ def traceparent_of(span: Span | None) -> str:
 
 
 def waited(
-    accepted: Accepted, *, caller: str, since: datetime, until: datetime | None
+    accepted: Accepted,
+    *,
+    caller: str,
+    since: datetime,
+    until: datetime | None,
+    approver: str = "",
 ) -> contextlib.AbstractContextManager[None]:
     """Around starting the delivery of a message a human let through: the wait for the human,
-    from `since` (the hold) to `until` (the human's decision; None: now), as a span, the
-    parent of the delivery's spans."""
+    from `since` (the hold) to `until` (the human's decision; None: now), as a span naming
+    who decided (`a2a.approver`), the parent of the delivery's spans."""
     if not enabled():
         return _OFF
-    return _after_wait(accepted, caller, since, until)
+    return _after_wait(accepted, caller, since, until, approver)
 
 
 @contextlib.contextmanager
 def _after_wait(
-    accepted: Accepted, caller: str, since: datetime, until: datetime | None
+    accepted: Accepted, caller: str, since: datetime, until: datetime | None, approver: str
 ) -> Iterator[None]:
     from opentelemetry import trace
 
@@ -404,11 +410,14 @@ def _after_wait(
     context = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
     token = _trace_id.set(_hub_trace(accepted.trace_id) if parent is None else 0)
     try:
+        attributes = _attributes(accepted, caller=caller, target=accepted.deliver_to)
+        if approver:
+            attributes["a2a.approver"] = approver
         span = _tracer.start_span(
             "a2a.wait",
             context=context,
             start_time=_nanoseconds(since),
-            attributes=_attributes(accepted, caller=caller, target=accepted.deliver_to),
+            attributes=attributes,
         )
     finally:
         _trace_id.reset(token)

@@ -55,8 +55,9 @@ class _Queued:
     request_metadata: dict[str, Any]
     caller: Agent
     target: Agent
-    # When the human let it through (None: no human held it).
+    # When the human let it through (None: no human held it), and who.
     decided_at: datetime | None
+    decided_by: str = ""
 
 
 def _load(pk: int) -> _Queued:
@@ -67,13 +68,13 @@ def _load(pk: int) -> _Queued:
     accepted, wire = queued_delivery(message, task)
     caller, target = task.caller, task.target
     assert caller is not None
-    decided_at = (
+    decided_at, decided_by = (
         Escalation.objects.filter(message=message, decided_at__isnull=False)
         .order_by("-decided_at")
-        .values_list("decided_at", flat=True)
+        .values_list("decided_at", "decided_by_name")
         .first()
-    )
-    return _Queued(accepted, wire, message.request_metadata, caller, target, decided_at)
+    ) or (None, "")
+    return _Queued(accepted, wire, message.request_metadata, caller, target, decided_at, decided_by)
 
 
 @transaction.atomic
@@ -95,6 +96,7 @@ async def deliver_claimed(pks: list[int]) -> None:
                 caller=queued.caller.slug,
                 since=accepted.message_created_at,
                 until=queued.decided_at,
+                approver=queued.decided_by,
             ):
                 if target.delivery_mode == DeliveryMode.INBOX:
                     await db(_to_inbox, pk, target)

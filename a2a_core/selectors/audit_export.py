@@ -37,6 +37,7 @@ from a2a_core.selectors.audit import (
     matching,
     walk,
 )
+from a2a_core.selectors.escalations import edits_of_messages
 from a2a_core.selectors.task_wire import iso
 
 # Exports read this many messages per query, so no export ever holds more in memory.
@@ -113,7 +114,18 @@ def _log_entries(
         row["pk"]: row
         for row in Message.objects.filter(pk__in=[p for _, p, _ in positions]).values(*_LOG_FIELDS)
     }
-    return [((moment, pk), _log_line(rows[pk])) for moment, pk, _ in positions if pk in rows]
+    # A message a person edited before approving it carries the original and the diff.
+    edits = edits_of_messages(
+        pk for pk, row in rows.items() if row["decision_reason"] == "approved_by_human"
+    )
+    lines = []
+    for moment, pk, _ in positions:
+        if pk in rows:
+            line = _log_line(rows[pk])
+            if pk in edits:
+                line["edit"] = edits[pk].as_json()
+            lines.append(((moment, pk), line))
+    return lines
 
 
 def audit_log_chunk(

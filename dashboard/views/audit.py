@@ -31,6 +31,7 @@ from a2a_core.selectors.audit import (
     message_get,
 )
 from a2a_core.selectors.audit_export import audit_log_chunk, training_chunk
+from a2a_core.selectors.escalations import edits_of_messages
 from a2a_core.services.audit import audit_record
 from dashboard.http import HtmxHttpRequest, actor
 from dashboard.roles import viewer_required
@@ -147,9 +148,12 @@ def message_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     except NotFound:
         raise Http404("no such message") from None
     document = json.dumps(message_document(message), indent=2, ensure_ascii=False)
-    return TemplateResponse(
-        request, "dashboard/message.html", {"message": message, "document": document}
-    )
+    context = {
+        "message": message,
+        "document": document,
+        "edit": edits_of_messages([message.pk]).get(message.pk),
+    }
+    return TemplateResponse(request, "dashboard/message.html", context)
 
 
 # --- exports --------------------------------------------------------------------------------

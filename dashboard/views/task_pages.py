@@ -9,6 +9,7 @@ from django.template.response import TemplateResponse
 
 from a2a_core.errors import NotFound
 from a2a_core.models import Agent
+from a2a_core.selectors.escalations import edit_diff
 from a2a_core.selectors.task_views import BoardFilter, conversation, task_board, task_detail
 from dashboard.chain import chain_graph
 from dashboard.http import HtmxHttpRequest
@@ -39,6 +40,9 @@ def task_page(request: HtmxHttpRequest, task_id: str) -> HttpResponse:
     except NotFound as exc:
         raise Http404(str(exc)) from None
     task = detail.task
+    for escalation in detail.escalations:
+        # A held message edited before approval: the original beside the edit.
+        escalation.edit = edit_diff(escalation)  # type: ignore[attr-defined]
     context = {
         "detail": detail,
         "task": task,

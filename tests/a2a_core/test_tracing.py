@@ -288,13 +288,22 @@ async def test_a_held_message_s_wait_for_a_human_is_a_span_between_its_hold_and_
     assert forward["attributes"]["a2a.caller"] == "director"
     assert {
         key: wait["attributes"][key]
-        for key in ("a2a.caller", "a2a.target", "a2a.task_id", "a2a.decision", "a2a.reason")
+        for key in (
+            "a2a.caller",
+            "a2a.target",
+            "a2a.task_id",
+            "a2a.decision",
+            "a2a.reason",
+            "a2a.approver",
+        )
     } == {
         "a2a.caller": "director",
         "a2a.target": "alpha",
         "a2a.task_id": task["id"],
         "a2a.decision": "deliver",
         "a2a.reason": "approved_by_human",
+        # Who let it through.
+        "a2a.approver": "operator",
     }
 
 

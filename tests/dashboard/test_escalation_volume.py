@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -194,3 +196,56 @@ def test_the_dense_list_reads_a_fixed_number_of_queries_whatever_the_page(
     with django_assert_max_num_queries(12):
         inbox = escalation_inbox(cursor=Cursor(after=many[-40].pk))
     assert inbox.dense and inbox.has_before
+
+
+# --- the audit shows what was changed -------------------------------------------------------
+
+
+def edited_and_approved(as_role: Any) -> Escalation:
+    e = held("deploy to eu")
+    post(as_role("operator"), f"/escalations/{e.pk}/approve/", {"text": "deploy to us"})
+    return Escalation.objects.select_related("message").get(pk=e.pk)
+
+
+def test_the_message_and_task_pages_show_the_original_beside_the_edit(as_role):
+    e = edited_and_approved(as_role)
+    viewer = as_role("viewer")
+    for url in (f"/messages/{e.message_id}/", f"/tasks/{e.task_id}/"):
+        html = viewer.get(url).content.decode()
+        assert "Edited before approval" in html, url
+        assert '<pre class="said original">deploy to eu</pre>' in html, url
+        assert '<pre class="said edited">deploy to us</pre>' in html, url
+        assert f'href="/escalations/{e.pk}/"' in html, url
+    untouched = held("leave me")
+    post(as_role("operator"), f"/escalations/{untouched.pk}/approve/")
+    html = viewer.get(f"/messages/{untouched.message_id}/").content.decode()
+    assert "Edited before approval" not in html
+
+
+def test_the_jsonl_export_carries_the_original_and_the_edit(as_role):
+    e = edited_and_approved(as_role)
+    response = as_role("viewer").get("/audit/export.jsonl")
+    log = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
+    [line] = [entry for entry in log if entry["messageId"] == e.message.message_id]
+    assert line["edit"] == {
+        "escalationId": e.pk,
+        "editedBy": "operator",
+        "originalText": "deploy to eu",
+        "editedText": "deploy to us",
+        "changes": [{"path": "parts[0].text", "before": "deploy to eu", "after": "deploy to us"}],
+    }
+    assert all("edit" not in entry for entry in log if entry is not line)
+
+
+def test_the_audit_counts_its_matches(as_role):
+    from a2a_core.selectors import audit
+
+    for i in range(7):
+        held(f"m{i}", caller="alpha" if i % 2 else "beta")
+    viewer = as_role("viewer")
+    html = viewer.get("/audit/").content.decode()
+    assert re.search(r'id="audit-count">7 messages match; 7 on this page<', html)
+    html = viewer.get("/audit/?sender=alpha").content.decode()
+    assert re.search(r'id="audit-count">3 messages match; 3 on this page<', html)
+    # Past its cap, the count says "more than".
+    assert audit.audit_total(filters=audit.AuditFilter(), cap=5) == (5, True)

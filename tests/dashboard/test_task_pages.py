@@ -301,7 +301,7 @@ def test_the_task_page_shows_its_facts_timeline_messages_artifacts_and_escalatio
     assert "&quot;city&quot;: &quot;Lyon&quot;" in chat  # data parts as pretty JSON
     assert "Day 1: museums." in html  # chunks joined
     assert "streaming…" in html
-    assert "Input required" in html and "answer in the inbox" in html
+    assert "Input required" in html and "decide it</a>" in html
 
 
 def test_agent_text_is_shown_as_text_on_the_task_page_graph_and_conversation(as_role, pair):
