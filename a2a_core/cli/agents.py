@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from a2a_core import agent_cache, selectors
-from a2a_core.cli.output import acting, ago, fail, hub_error, read_json, table
+from a2a_core.cli.output import acting, ago, cut, fail, hub_error, read_json, table
 from a2a_core.errors import HubError
 from a2a_core.services import agents as agent_services
 
@@ -19,6 +19,9 @@ from a2a_core.services import agents as agent_services
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("agents", help="list registered agents")
     p.add_argument("--json", action="store_true", help="one JSON object per agent")
+    p.add_argument(
+        "--limit", type=int, default=500, metavar="N", help="how many, by name (default 500)"
+    )
     p.set_defaults(handler=agents)
 
     p = sub.add_parser("register", help="register (or re-register) an agent from its card")
@@ -73,10 +76,24 @@ def add_parsers(sub: Any) -> None:
 
 
 def agents(args: argparse.Namespace, out: Any) -> None:
-    rows = selectors.agent_list()
+    """The agents as the dashboard's agents page shows them: the same status, mode and "last
+    seen" (an endpoint agent is seen when it calls or answers, not only when it connects)."""
+    from a2a_core.selectors.agent_board import agent_board
+
+    if args.limit < 1:
+        raise fail("--limit: must be 1 or more")
+    rows = agent_board(limit=args.limit + 1)
+    more = len(rows) > args.limit
+    rows = rows[: args.limit]
     if args.json:
-        for agent in rows:
-            out.write(json.dumps(selectors.agent_summary(agent)))
+        for row in rows:
+            summary = selectors.agent_summary(row.agent)
+            summary.update(
+                status=row.status, mode=row.mode, lastSeenAt=_iso(row.agent.last_seen_at)
+            )
+            out.write(json.dumps(summary))
+        if more:
+            cut(f"{len(rows)} agents shown, more are registered: --limit {args.limit * 2}")
         return
     if not rows:
         out.write("No agents registered. Register one with: manage.py a2a register CARD.json")
@@ -86,16 +103,22 @@ def agents(args: argparse.Namespace, out: Any) -> None:
             ["AGENT", "STATUS", "MODE", "SKILLS", "LAST SEEN"],
             [
                 [
-                    a.slug,
-                    selectors.effective_status(a, busy=bool(getattr(a, "busy", False))),
-                    a.delivery_mode,
-                    ", ".join(s.skill_id for s in a.skills.all()) or "-",
-                    ago(a.last_seen_at),
+                    a.agent.slug,
+                    a.status,
+                    a.mode,
+                    ", ".join(a.skills) or "-",
+                    ago(a.agent.last_seen_at),
                 ]
                 for a in rows
             ],
         )
     )
+    if more:
+        cut(f"the first {len(rows)} agents by name are shown; more are registered: --limit N")
+
+
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 def register(args: argparse.Namespace, out: Any) -> None:

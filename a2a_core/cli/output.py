@@ -95,3 +95,9 @@ def read_json(path: Path) -> Any:
         raise fail(
             f"{name} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
+
+
+def cut(notice: str) -> None:
+    """Say that the output stops short of everything that matched, on stderr (so a `--json`
+    stream stays one object a line): never cut silently."""
+    sys.stderr.write(f"Output cut: {notice}\n")

@@ -10,11 +10,11 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from a2a_core.cli.output import acting, ago, fail, hub_error, table
+from a2a_core.cli.output import acting, ago, cut, fail, hub_error, table
 from a2a_core.errors import HubError, ValidationFailed
 from a2a_core.models import EscalationKind, TaskState
 from a2a_core.selectors.audit import agent_ids
-from a2a_core.selectors.escalations import escalation_inbox
+from a2a_core.selectors.escalations import Cursor, InboxFilter, escalation_inbox
 from a2a_core.selectors.task_views import task_recent
 from a2a_core.services import escalation_triage as triage
 from a2a_core.services import escalations as decide
@@ -31,6 +31,14 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("escalations", help="what waits for a human; answer or decide it")
     p.add_argument("--json", action="store_true", help="one JSON object per escalation")
+    p.add_argument("--limit", type=int, default=100, metavar="N", help="how many (default 100)")
+    p.add_argument(
+        "--after", type=int, metavar="ID", help="the page after this escalation (paging)"
+    )
+    p.add_argument("--agent", metavar="ID", help="those this agent asks")
+    p.add_argument(
+        "--sort", choices=["priority", "deadline", "newest", "oldest"], default="priority"
+    )
     p.set_defaults(handler=escalations)
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     a = actions.add_parser("answer", help="answer an agent's question (input-required)")
@@ -73,9 +81,11 @@ def tasks(args: argparse.Namespace, out: Any) -> None:
         raise fail(
             f"--state: unknown state {args.state!r}; use one of {', '.join(TaskState.values)}"
         )
-    if args.limit < 1:
-        raise fail("--limit: must be 1 or more")
-    found = task_recent(agent_id=agent_id, state=args.state or "", limit=args.limit)
+    _positive(args.limit, "--limit")
+    found = task_recent(agent_id=agent_id, state=args.state or "", limit=args.limit + 1)
+    if len(found) > args.limit:
+        found = found[: args.limit]
+        cut(f"the {args.limit} most recently updated tasks are shown; --limit N for more")
     if args.json:
         for task in found:
             out.write(
@@ -134,8 +144,31 @@ def _due(deadline: Any) -> str:
     return f"in {seconds // 60}m{seconds % 60:02d}s" if seconds < 3600 else f"in {seconds // 3600}h"
 
 
+def _positive(value: int | None, option: str) -> None:
+    if value is not None and value < 1:
+        raise fail(f"{option}: must be 1 or more")
+
+
 def escalations(args: argparse.Namespace, out: Any) -> None:
-    inbox = escalation_inbox(pending_limit=500, decided_limit=0, fold=False)
+    _positive(args.limit, "--limit")
+    _positive(args.after, "--after")
+    filters = InboxFilter(view="list", agent=args.agent or "", sort=args.sort)
+    inbox = escalation_inbox(
+        filters=filters,
+        pending_limit=args.limit,
+        decided_limit=0,
+        fold=False,
+        cursor=Cursor(after=args.after),
+    )
+    if inbox.has_after:
+        # Never cut silently: how many there are, and the command for the next page.
+        more = [f"--after {inbox.last_pk}", f"--limit {args.limit}"]
+        more += [f"--agent {args.agent}"] if args.agent else []
+        more += [f"--sort {args.sort}"] if args.sort != "priority" else []
+        cut(
+            f"{len(inbox.pending)} of {inbox.pending_total} pending escalations shown; "
+            f"the next page: a2a escalations {' '.join(more)}"
+        )
     if args.json:
         for card in inbox.pending:
             e = card.escalation

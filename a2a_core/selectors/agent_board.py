@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from a2a_core.models import Agent, Message, Task, TaskState
+from a2a_core.models import Agent, DeliveryMode, Message, Scope, Task, TaskState
 from a2a_core.selectors import effective_status
 
 # What an agent is working on: tasks addressed to it that have not ended.
@@ -24,6 +24,26 @@ class AgentRow:
     open_tasks: int = 0
     sent_hour: int = 0
     received_hour: int = 0
+    # How it receives work: endpoint, inbox, or "caller" (it only calls; see `only_calls`).
+    mode: str = ""
+
+
+# What an agent that only calls shows as its status and mode.
+CALLER = "caller"
+
+
+def only_calls(agent: Agent) -> bool:
+    """An agent that calls and never receives work: without the a2a:receive scope, or an
+    inbox agent (a card without a URL, as a caller's minimal card is) that never connected
+    and was never sent a task. Such an agent is a caller, not an inbox agent offline for
+    good. Needs `served` annotated (see `agent_board`) and the stored `last_seen_at`."""
+    if not agent.has_scope(Scope.RECEIVE):
+        return True
+    return (
+        agent.delivery_mode == DeliveryMode.INBOX
+        and agent.last_seen_at is None
+        and not getattr(agent, "served", True)
+    )
 
 
 def last_sent() -> Subquery:
@@ -49,7 +69,7 @@ def agent_board(*, limit: int = 500) -> list[AgentRow]:
     messages it sent and received in the last hour. A fixed number of queries."""
     agents = list(
         Agent.objects.prefetch_related("skills")
-        .annotate(last_sent=last_sent())
+        .annotate(last_sent=last_sent(), served=Exists(Task.objects.filter(target=OuterRef("pk"))))
         .order_by("slug")[:limit]
     )
     ids = [a.pk for a in agents]
@@ -76,12 +96,14 @@ def agent_board(*, limit: int = 500) -> list[AgentRow]:
     )
     rows = []
     for agent in agents:
+        caller = only_calls(agent)
         seen_by_traffic(agent)
         mine = open_tasks.get(agent.pk, [])
         rows.append(
             AgentRow(
                 agent=agent,
-                status=effective_status(agent, busy=bool(mine)),
+                status=CALLER if caller else effective_status(agent, busy=bool(mine)),
+                mode=CALLER if caller else agent.delivery_mode,
                 skills=[s.skill_id for s in agent.skills.all()],
                 working_on=mine[:3],
                 open_tasks=len(mine),

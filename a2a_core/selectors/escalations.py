@@ -120,8 +120,9 @@ class Cursor:
 # The view shows cards up to this many matches; more, and it is the dense list (one line an
 # item) unless the person asked for cards.
 CARDS_UP_TO = 100
-# Lines on a page of the dense list.
+# Lines on a page of the dense list, and cards on a page of cards.
 LIST_PAGE = 100
+CARDS_PAGE = 50
 
 
 SORTS: dict[str, tuple[str | OrderBy, ...]] = {
@@ -253,7 +254,7 @@ def _rows() -> QuerySet[Escalation]:
 def escalation_inbox(
     *,
     filters: InboxFilter | None = None,
-    pending_limit: int = 50,
+    pending_limit: int | None = None,
     decided_limit: int = 20,
     fold: bool = True,
     cursor: Cursor | None = None,
@@ -284,7 +285,7 @@ def escalation_inbox(
     order = SORTS[filters.sort]
     group_totals = _group_totals(pending_rows, filters.group)
     if dense:
-        limit = LIST_PAGE if pending_limit == 50 else pending_limit
+        limit = pending_limit or LIST_PAGE
         ordering = [_reverse(o) for o in order] if backwards else list(order)
         pks = list(page_rows.order_by(*ordering).values_list("pk", flat=True)[: limit + 1])
         more = len(pks) > limit
@@ -293,7 +294,7 @@ def escalation_inbox(
             pks.reverse()
         shown = [[pk] for pk in pks]
     else:
-        limit = pending_limit
+        limit = pending_limit or CARDS_PAGE
         folds: dict[str, list[int]] = {}
         for pk, fingerprint in page_rows.order_by(*order).values_list("pk", "fingerprint"):
             key = fingerprint if fold and fingerprint else f"#{pk}"

@@ -6,11 +6,12 @@ import json
 
 import pytest
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from a2a_core.models import Agent, AgentStatus
 from a2a_core.selectors import agent_by_token
 from tests.a2a_core.cli.helpers import a2a
-from tests.factories import make_card
+from tests.factories import make_card, record_message, register
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +96,32 @@ def test_unreadable_or_non_json_card_is_a_clear_error(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(CommandError, match="is not valid JSON"):
         a2a("register", str(bad))
+
+
+def test_last_seen_comes_from_the_traffic_as_on_the_dashboard(card_file):
+    a2a("register", str(card_file))
+    baron = Agent.objects.get(slug="baron")
+    record_message(baron, register("alpha").agent, at=timezone.now())
+    lines = a2a("agents").splitlines()
+    assert [line.split()[0] for line in lines[2:]] == ["alpha", "baron"]
+    assert lines[3].split()[-1] == "ago"  # not "never": it sent a message a moment ago
+    row = next(
+        r for r in map(json.loads, a2a("agents", "--json").splitlines()) if r["slug"] == "baron"
+    )
+    assert row["lastSeenAt"] is not None
+
+
+def test_a_caller_that_never_receives_work_is_a_caller_not_an_offline_inbox_agent():
+    # A card without a URL makes an inbox agent; one that never connects and is never sent
+    # work only calls.
+    register("scout", inbox=True)
+    lines = a2a("agents").splitlines()
+    assert lines[2].split()[:3] == ["scout", "caller", "caller"]
+    assert json.loads(a2a("agents", "--json"))["status"] == "caller"
+
+
+def test_agents_say_when_the_limit_cut_them(card_file, capsys):
+    a2a("register", str(card_file))
+    register("alpha")
+    assert len(a2a("agents", "--json", "--limit", "1").splitlines()) == 1
+    assert "Output cut: 1 agents shown, more are registered" in capsys.readouterr().err

@@ -212,3 +212,34 @@ def test_a_claim_from_the_cli_shows_who_and_can_be_taken_over():
         ("escalation.take_over", "ivan"),
         ("escalation.release", "ivan"),
     ]
+
+
+def test_escalations_page_with_limit_and_after_and_say_when_output_is_cut(capsys):
+    held = [held_escalation(f"deploy #{i}") for i in range(7)]
+    newest_first = [e.pk for e in reversed(held)]
+    first = [
+        json.loads(line)["id"] for line in a2a("escalations", "--json", "--limit", "3").splitlines()
+    ]
+    assert first == newest_first[:3]
+    notice = capsys.readouterr().err
+    assert "Output cut: 3 of 7 pending escalations shown" in notice
+    assert f"a2a escalations --after {first[-1]} --limit 3" in notice
+    second = a2a("escalations", "--after", str(first[-1]), "--limit", "3").splitlines()
+    assert [int(line.split()[0]) for line in second[2:5]] == newest_first[3:6]
+    assert "Output cut: 3 of 7 pending escalations shown" in capsys.readouterr().err
+    last = a2a("escalations", "--after", str(newest_first[5]), "--limit", "3").splitlines()
+    assert [int(line.split()[0]) for line in last[2:3]] == newest_first[6:]
+    assert "Output cut" not in capsys.readouterr().err  # the last page is whole
+    # More than the 500 it used to stop at, silently: every one is listed.
+    with pytest.raises(CommandError, match="--limit: must be 1 or more"):
+        a2a("escalations", "--limit", "0")
+
+
+def test_tasks_say_when_the_limit_cut_them(capsys):
+    a, b = register("alpha").agent, register("beta").agent
+    for _ in range(3):
+        make_task(target=b, caller=a, state=TaskState.WORKING)
+    assert len(a2a("tasks", "--limit", "2", "--json").splitlines()) == 2
+    assert "Output cut: the 2 most recently updated tasks are shown" in capsys.readouterr().err
+    a2a("tasks", "--limit", "3")
+    assert capsys.readouterr().err == ""
