@@ -7,7 +7,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from a2a_core import models
-from a2a_core.services.agents import agent_delete
 
 
 def _user(request: HttpRequest) -> User | None:
@@ -37,11 +36,17 @@ class AgentAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    # Deleting goes through the service, which ends the agent's open inbox sessions.
+    # Deleting goes through the service, which ends the agent's open inbox sessions. (Imported
+    # when used: the admin is loaded by every manage.py command, the service's imports are
+    # 0.9 s of a start.)
     def delete_model(self, request: HttpRequest, obj: models.Agent) -> None:
+        from a2a_core.services.agents import agent_delete
+
         agent_delete(agent=obj, actor=_user(request))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[models.Agent]) -> None:
+        from a2a_core.services.agents import agent_delete
+
         with transaction.atomic():
             for agent in queryset:
                 agent_delete(agent=agent, actor=_user(request))

@@ -29,6 +29,7 @@ from a2a_core.selectors.traffic import FeedRow, TrafficFilter, traffic_recent
 from a2a_core.sockets import Consumer
 from dashboard import live
 from dashboard.roles import role_of
+from dashboard.views import overview  # noqa: F401  (registers the overview's ticker)
 
 PAGES = (
     "overview",

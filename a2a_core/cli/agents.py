@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
-from a2a_core import agent_cache, selectors
+from a2a_core import selectors
 from a2a_core.cli.output import acting, ago, cut, fail, hub_error, read_json, table
 from a2a_core.errors import HubError
-from a2a_core.services import agents as agent_services
 
 
 def add_parsers(sub: Any) -> None:
@@ -122,6 +119,8 @@ def _iso(moment: Any) -> str | None:
 
 
 def register(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core.services import agents as agent_services
+
     card = fetch_card(args.url) if args.url else read_json(args.card)
     try:
         result = agent_services.agent_register(
@@ -160,6 +159,8 @@ def fetch_card(url: str) -> Any:
     """The card served at `url` (a `.json` URL), or under it at /.well-known/agent-card.json,
     asked for as an A2A 1.0 client asks (`A2A-Version: 1.0`); a clear error naming the URL
     when it cannot be had."""
+    import httpx
+
     where = url if urlsplit(url).path.endswith(".json") else url.rstrip("/") + CARD_PATH
     if urlsplit(where).scheme not in ("http", "https"):
         raise fail(f"--url must be an http(s) URL, got {url!r}")
@@ -183,6 +184,9 @@ def _agent(slug: str) -> Any:
 
 
 def suspend(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core import agent_cache
+    from a2a_core.services import agents as agent_services
+
     agent = _agent(args.slug)
     if agent_services.agent_suspend(agent=agent, reason=args.reason, **acting(args)):
         agent_cache.wait_until_seen()  # every worker refuses it once this returns
@@ -192,6 +196,8 @@ def suspend(args: argparse.Namespace, out: Any) -> None:
 
 
 def resume(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core.services import agents as agent_services
+
     agent = _agent(args.slug)
     if agent_services.agent_resume(agent=agent, **acting(args)):
         out.write(f"resumed {agent.slug}")
@@ -200,6 +206,9 @@ def resume(args: argparse.Namespace, out: Any) -> None:
 
 
 def token_rotate(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core import agent_cache
+    from a2a_core.services import agents as agent_services
+
     agent = _agent(args.slug)
     token = agent_services.agent_token_rotate(agent=agent, **acting(args))
     agent_cache.wait_until_seen()  # every worker refuses the old token once this returns

@@ -1,4 +1,7 @@
-"""`a2a tasks` and `a2a escalations`: the work in the hub, and the questions waiting for a human."""
+"""`a2a tasks` and `a2a escalations`: the work in the hub, and the questions waiting for a human.
+
+The services that decide are imported by the commands that decide: listing needs selectors
+alone (the services pull in the delivery path, a second of every listing's start)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,6 @@ from a2a_core.models import EscalationKind, TaskState
 from a2a_core.selectors.audit import agent_ids
 from a2a_core.selectors.escalations import Cursor, InboxFilter, escalation_inbox
 from a2a_core.selectors.task_views import task_recent
-from a2a_core.services import escalation_triage as triage
-from a2a_core.services import escalations as decide
 from a2a_core.services.users import ROLES, user_create, user_set_role
 
 
@@ -231,6 +232,8 @@ def _decide(action: Any, args: argparse.Namespace, out: Any, done: str, **kwargs
 
 
 def answer(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core.services import escalations as decide
+
     data = None
     if args.data is not None:
         try:
@@ -249,6 +252,8 @@ def answer(args: argparse.Namespace, out: Any) -> None:
 
 
 def approve(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core.services import escalations as decide
+
     _decide(
         decide.escalation_approve,
         args,
@@ -260,6 +265,8 @@ def approve(args: argparse.Namespace, out: Any) -> None:
 
 
 def redirect(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core.services import escalations as decide
+
     _decide(
         decide.escalation_redirect,
         args,
@@ -271,12 +278,16 @@ def redirect(args: argparse.Namespace, out: Any) -> None:
 
 
 def reject(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core.services import escalations as decide
+
     _decide(
         decide.escalation_reject, args, out, "rejected", escalation_id=args.id, reason=args.reason
     )
 
 
 def claim(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core.services import escalation_triage as triage
+
     _decide(
         triage.escalation_claim,
         args,
@@ -288,6 +299,8 @@ def claim(args: argparse.Namespace, out: Any) -> None:
 
 
 def release(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core.services import escalation_triage as triage
+
     _decide(triage.escalation_release, args, out, "released", escalation_id=args.id)
 
 
