@@ -207,12 +207,16 @@ class DashboardConsumer(Consumer):
         if update.agents and self.page in ("agents", "agent", "overview"):
             parts.extend(update.agents.values())
         if update.escalations and self.page == "escalations":
-            # Decided items leave the page in this frame; the refresh that follows brings
-            # the page's next items in.
-            parts.extend(
-                f'<div id="escalation-{pk}" hx-swap-oob="delete"></div>'
-                for pk in sorted(update.escalations_closed)
-            )
+            # Decided items leave the page in this frame (escalations.js drops them, but for
+            # one whose decision this page just made and shows); the refresh that follows
+            # brings the page's next items in.
+            if update.escalations_closed:
+                parts.append(
+                    render_to_string(
+                        "dashboard/base_fragments.html#escalations-decided",
+                        {"ids": sorted(update.escalations_closed)},
+                    )
+                )
             parts.append(render_to_string("dashboard/base_fragments.html#refresh-escalations"))
         if (
             self.page == "task"

@@ -135,6 +135,26 @@
       count();
     }
   });
+  // Items decided anywhere leave the page at once (the live frame names them), but one this
+  // page is deciding, or just decided, stays with its notice until the list is drawn again.
+  function dropDecided() {
+    var holder = document.getElementById("escalations-decided");
+    var ids = holder ? (holder.getAttribute("data-ids") || "").split(" ") : [];
+    ids.forEach(function (pk) {
+      var el = pk && document.getElementById("escalation-" + pk);
+      if (!el) return;
+      // Kept: one this page is deciding now (its answer comes to it) or has just decided.
+      if (el.querySelector(".htmx-request")) return;
+      var notice = el.querySelector("#escalation-notice-" + pk + ", .notice");
+      if (notice && notice.textContent.trim()) return;
+      el.remove();
+    });
+    if (holder) holder.setAttribute("data-ids", "");
+    count();
+  }
+  document.addEventListener("htmx:oobAfterSwap", function (event) {
+    if (event.target && event.target.id === "escalations-decided") dropDecided();
+  });
   document.addEventListener("htmx:afterSettle", function () { mark(); count(); });
   document.addEventListener("DOMContentLoaded", function () { mark(); count(); });
 })();
