@@ -33,6 +33,7 @@ SMALL = [
         "dense list HTML",
     ),
     ("discovery.py", ["--agents", "50", "--queries", "5"], "target: p99 under 20 ms"),
+    ("cli_start.py", ["--runs", "1", "--agents", "2"], "target: a2a agents under 1 s warm"),
     (
         "decide.py",
         ["--decisions", "6000", "--agents", "50", "--rules", "200"],
