@@ -92,3 +92,21 @@ async def test_a_feed_of_held_messages_drops_the_row_once_a_human_approves_it(hu
 
         assert row not in frame
         assert row not in (await http.get("/traffic/?decision=hold")).text
+
+
+async def test_an_open_inbox_is_told_which_items_were_decided_and_refreshes(hub, held):
+    escalation, cookie = held
+    async with websockets.connect(
+        socket_url(hub.url, "escalations"), origin=hub.url, additional_headers={"Cookie": cookie}
+    ) as socket:
+        await db(escalation_approve, escalation_id=escalation.pk, actor_label="operator")
+
+        async def decided_frame() -> str:
+            while 'id="escalations-decided"' not in (frame := str(await socket.recv())):
+                pass
+            return frame
+
+        frame = await asyncio.wait_for(decided_frame(), 20)
+    # escalations.js drops the items named here from the page, then the list is drawn again.
+    assert f'data-ids="{escalation.pk}"' in frame
+    assert 'id="escalations-refresh"' in frame
