@@ -121,6 +121,9 @@ class DashboardConsumer(Consumer):
         page = params.get("page", "")
         self.page = page if page in PAGES else "other"
         self.task_id = params.get("task", "")
+        # An escalation's page: the escalation it shows.
+        escalation = params.get("escalation", "")
+        self.escalation_id = int(escalation) if escalation.isdigit() and len(escalation) < 12 else 0
         # The root of the task's delegation chain: the task page draws the whole chain.
         self.root_id = params.get("root", "")
         # The page's own address, for pages that re-fetch what they show.
@@ -228,6 +231,8 @@ class DashboardConsumer(Consumer):
                     "dashboard/base_fragments.html#refresh-task", {"task_id": self.task_id}
                 )
             )
+        if self.page == "escalation" and self.url and self.escalation_id in update.escalations:
+            parts.append(self._refresh("dashboard/escalation.html#refresh", {"url": self.url}))
         if self.page == "trace" and self.url and self.root_id in update.chains:
             parts.append(self._refresh("dashboard/trace.html#refresh", {"url": self.url}))
         if self.page == "tasks" and update.tasks:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.http import Http404, HttpResponse, QueryDict
@@ -104,6 +105,8 @@ def escalation_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "claims_hold": settings.HUB_ESCALATION_CLAIMS == "hold",
         "me": request.user.get_username(),
         "live_page": "escalation",
+        # Redrawn live when the escalation changes (a claim, a decision made elsewhere).
+        "live_query": urlencode({"escalation": pk, "url": request.path}),
         # No bulk bar here: the card has no box to select it with.
         "single": True,
     }

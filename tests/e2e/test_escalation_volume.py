@@ -187,6 +187,7 @@ async def test_under_hold_a_claimed_item_is_not_decided_by_another_until_taken_o
     dana = await dashboard("operator", name="dana")
     erin = await dashboard("operator", name="erin")
     await dana.goto(f"{hub.url}/escalations/{first.pk}/")
+    await live(dana)
     await dana.click(f"#escalation-{first.pk} .act-claim")
     await expect(dana.locator(f"#escalation-{first.pk} .claimed-by")).to_have_text("you are on it")
 
@@ -213,6 +214,11 @@ async def test_under_hold_a_claimed_item_is_not_decided_by_another_until_taken_o
     await erin.goto(f"{hub.url}/escalations/{first.pk}/")
     await erin.click(f"#escalation-{first.pk} .act-claim")
     await expect(item.locator(".claimed-by")).to_have_text("you are on it")
+    # Dana's open page of the item follows live: it is erin's now.
+    await expect(dana.locator("#escalation-claimer")).to_contain_text("erin")
+    await expect(dana.locator(f"#escalation-{first.pk} .held-claim")).to_contain_text(
+        "Claimed by erin"
+    )
     await erin.click(f"#escalation-{first.pk} .act-approve")
     await expect(item.locator(".outcome")).to_contain_text("Approved by erin")
     relay = crowd.targets["relay"]
