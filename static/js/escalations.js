@@ -156,5 +156,13 @@
     if (event.target && event.target.id === "escalations-decided") dropDecided();
   });
   document.addEventListener("htmx:afterSettle", function () { mark(); count(); });
-  document.addEventListener("DOMContentLoaded", function () { mark(); count(); });
+  // A link to an item in the list (/escalations/#escalation-N, as notifications wrote them)
+  // opens the item's own page when the item is not on this page of the list.
+  function followAnchor() {
+    var found = /^#escalation-(\d+)$/.exec(window.location.hash);
+    if (found && !document.getElementById("escalation-" + found[1])) {
+      window.location.replace(window.location.pathname.replace(/\/?$/, "/") + found[1] + "/");
+    }
+  }
+  document.addEventListener("DOMContentLoaded", function () { followAnchor(); mark(); count(); });
 })();

@@ -230,6 +230,10 @@ async def test_a_deep_link_opens_its_item_and_its_edit_shows_as_a_diff(hub, dash
     # The oldest service-held item: far past the first page of the list.
     deep = await db(lambda: Escalation.objects.filter(agent__slug="gamma").order_by("pk").first())
     operator = await dashboard("operator")
+    # A link to it in the list, as notifications wrote them, opens its page: it is not on
+    # the list's first page.
+    await operator.goto(f"{hub.url}/escalations/#escalation-{deep.pk}")
+    await expect(operator).to_have_url(f"{hub.url}/escalations/{deep.pk}/")
     await operator.goto(f"{hub.url}/escalations/{deep.pk}/")
     await expect(operator.locator("h1")).to_have_text(f"Escalation #{deep.pk}")
     item = operator.locator(f"#escalation-{deep.pk}")
