@@ -8,6 +8,7 @@ under way, and an out-of-band swap finds the card wherever it is now.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -212,6 +213,11 @@ def _decide(
         "me": request.user.get_username(),
         "editing": editing,
         "oob": True,
+        # Decided on the escalation's own page: its card there has no box to select it with.
+        "single": bool(
+            request.htmx
+            and re.fullmatch(r"/escalations/\d+/", request.htmx.current_url_abs_path or "")
+        ),
     }
     if request.POST.get("line") == "1":
         # A line of the dense list: the line as it now is, the notice in its title.

@@ -249,3 +249,18 @@ def test_the_audit_counts_its_matches(as_role):
     assert re.search(r'id="audit-count">3 messages match; 3 on this page<', html)
     # Past its cap, the count says "more than".
     assert audit.audit_total(filters=audit.AuditFilter(), cap=5) == (5, True)
+
+
+def test_a_decision_on_the_escalations_page_answers_with_its_card_without_a_box(as_role):
+    e = held("claim me")
+    operator = as_role("operator")
+    operator.get("/escalations/")
+    answer = operator.post(
+        f"/escalations/{e.pk}/claim/",
+        HTTP_X_CSRFTOKEN=operator.cookies["csrftoken"].value,
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_CURRENT_URL=f"http://testserver/escalations/{e.pk}/",
+    ).content.decode()
+    assert "It is yours" in answer and 'class="pick"' not in answer
+    from_list = post(operator, f"/escalations/{e.pk}/release/").content.decode()
+    assert 'class="pick"' in from_list
