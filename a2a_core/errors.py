@@ -128,5 +128,14 @@ class TargetUnavailable(HubError):
     code = "target_unavailable"
 
 
+class AgentAuthFailed(TargetUnavailable):
+    """The agent refused the credential the hub called it with (HTTP 401/403, gRPC
+    UNAUTHENTICATED/PERMISSION_DENIED), or the hub could not get one to send (an OAuth2 token
+    endpoint that refused, failed or did not answer). Not the agent being down: its breaker is
+    not told. The message names the agent and the scheme, never the secret."""
+
+    code = "agent_auth_failed"
+
+
 class QueueFull(HubError):
     code = "queue_full"

@@ -91,6 +91,36 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 
+
+def _secrets_key() -> str:
+    """HUB_SECRETS_KEY (a Fernet key: 32 url-safe base64 bytes) from the environment, else one
+    kept in DATA_DIR (made on first use), like SECRET_KEY. It seals the credentials the hub
+    calls agents with (`a2a_core/sealed.py`); losing it loses them, not the agents."""
+    if key := os.environ.get("HUB_SECRETS_KEY"):
+        return key
+    path = DATA_DIR / "secrets_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        import base64
+        import secrets
+
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        # Several worker processes may start at once: the first link wins (as the card key's).
+        draft = DATA_DIR / f"secrets_key.{os.getpid()}.tmp"
+        draft.write_text(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+        draft.chmod(0o600)
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+        return path.read_text().strip()
+
+
+HUB_SECRETS_KEY = _secrets_key()
+
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 

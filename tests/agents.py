@@ -307,7 +307,9 @@ class ScriptedAgent:
         version: str = "1.0",
         ignores_blocking: bool = False,
         voice: str = "echo",
+        guard: Any = None,
     ) -> None:
+        """`guard`: wraps the agent's ASGI app (its own auth in front of it, tests/auth.py)."""
         self.name = name
         self.port = port or free_port()
         # binding "GRPC": served with the SDK's gRPC server only, at host:port.
@@ -335,7 +337,10 @@ class ScriptedAgent:
                 *create_rest_routes(handler, path_prefix="/rest"),
             ]
         )
-        self.server = ServerThread(_RecordHeaders(app, self.state), port=self.port, lifespan="off")
+        served: Any = _RecordHeaders(app, self.state)
+        if guard is not None:
+            served = guard(served)
+        self.server = ServerThread(served, port=self.port, lifespan="off")
 
     @property
     def card_json(self) -> dict[str, Any]:

@@ -86,7 +86,11 @@ def agents(args: argparse.Namespace, out: Any) -> None:
         for row in rows:
             summary = selectors.agent_summary(row.agent)
             summary.update(
-                status=row.status, mode=row.mode, lastSeenAt=_iso(row.agent.last_seen_at)
+                status=row.status,
+                mode=row.mode,
+                lastSeenAt=_iso(row.agent.last_seen_at),
+                credential=row.agent.credential_scheme or None,
+                authFailure=row.agent.auth_failure or None,
             )
             out.write(json.dumps(summary))
         if more:
@@ -97,19 +101,24 @@ def agents(args: argparse.Namespace, out: Any) -> None:
         return
     out.write(
         table(
-            ["AGENT", "STATUS", "MODE", "SKILLS", "LAST SEEN"],
+            ["AGENT", "STATUS", "MODE", "SKILLS", "CREDENTIAL", "LAST SEEN"],
             [
                 [
                     a.agent.slug,
                     a.status,
                     a.mode,
                     ", ".join(a.skills) or "-",
+                    (a.agent.credential_scheme or "-")
+                    + (" (refused)" if a.agent.auth_failure else ""),
                     ago(a.agent.last_seen_at),
                 ]
                 for a in rows
             ],
         )
     )
+    for a in rows:
+        if a.agent.auth_failure:
+            out.write(f"{a.agent.slug}: {a.agent.auth_failure} ({ago(a.agent.auth_failure_at)})")
     if more:
         cut(f"the first {len(rows)} agents by name are shown; more are registered: --limit N")
 

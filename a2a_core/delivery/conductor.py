@@ -58,7 +58,7 @@ from a2a_core.delivery.wire import (
     request_metadata,
     wire_task,
 )
-from a2a_core.errors import PolicyRejected, TargetUnavailable
+from a2a_core.errors import AgentAuthFailed, PolicyRejected, TargetUnavailable
 from a2a_core.models import Agent, DeliveryMode, TaskState
 from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.selectors.message_retries import (
@@ -313,6 +313,12 @@ async def _forward_blocking(
         await record_outcome(target, accepted, True)
         await record_failure(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
         raise relayed_refusal(target, exc) from None
+    except AgentAuthFailed as exc:
+        # The agent refused the hub's credential: it is up, so its breaker is not told.
+        await record_failure(accepted.task_id, f"{target.slug} {exc.message}")
+        raise AgentAuthFailed(
+            f"{target.slug} {exc.message}", details={**exc.details, "taskId": accepted.task_id}
+        ) from None
     except TargetUnavailable as exc:
         await record_outcome(target, accepted, False)
         await record_failure(accepted.task_id, f"{target.slug} {exc.message}")

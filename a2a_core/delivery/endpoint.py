@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,6 +32,7 @@ from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict, ParseDict
 from httpx_aiohttp import AiohttpTransport
 
+from a2a_core.asyncdb import db
 from a2a_core.delivery.agent_errors import (
     NOT_A2A,
     AgentFailed,
@@ -43,9 +44,11 @@ from a2a_core.delivery.agent_errors import (
     not_a2a,
 )
 from a2a_core.delivery.jsonrpc import AiohttpJsonRpcTransport
+from a2a_core.delivery.outbound_auth import OutboundAuth, Sent, failed, refusal, scrub
 from a2a_core.delivery.slots import Slots, shared_slots
-from a2a_core.errors import HubError, TargetUnavailable
+from a2a_core.errors import AgentAuthFailed, HubError, TargetUnavailable
 from a2a_core.models import Agent
+from a2a_core.services.credentials import agent_auth_failure_record
 from a2a_core.services.policy import incoming_concurrent
 
 # How long a connection to an agent is kept for reuse.
@@ -73,22 +76,34 @@ class EndpointForwarder:
         self._http = httpx.AsyncClient(
             transport=AiohttpTransport(client=self._session), timeout=httpx.Timeout(30.0)
         )
-        self._clients: dict[tuple[int, str, bool], Client] = {}
+        # Keyed by agent, card and, for an API key sent in the query, the credential.
+        self._clients: dict[tuple[int, str, bool, str], Client] = {}
         # gRPC agents: one channel per address, shared by every client for it.
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.slots = Slots(shared=shared_slots())
+        self.auth = OutboundAuth(self._http)
 
     def _client(self, agent: Agent, *, streaming: bool) -> Client:
-        key = (agent.pk, agent.card_digest, streaming)
+        params = self.auth.params(agent)
+        key = (agent.pk, agent.card_digest, streaming, agent.credential_sealed if params else "")
         client = self._clients.get(key)
         if client is None:
             card = ParseDict(agent.card, AgentCard(), ignore_unknown_fields=True)
+            http = self._http
+            if params:
+                # Its own httpx client (on the shared connections) adds the key to every URL;
+                # never closed: closing it would close the shared aiohttp session.
+                http = httpx.AsyncClient(
+                    transport=AiohttpTransport(client=self._session),
+                    timeout=httpx.Timeout(30.0),
+                    params=params,
+                )
             # Server preference: the first interface in the card the client can speak.
             factory = ClientFactory(
                 ClientConfig(
                     # A blocking call must not stream even when the card allows it.
                     streaming=streaming,
-                    httpx_client=self._http,
+                    httpx_client=http,
                     grpc_channel_factory=self._channel,
                     supported_protocol_bindings=[
                         TransportProtocol.JSONRPC.value,
@@ -99,7 +114,7 @@ class EndpointForwarder:
             )
             factory.register(TransportProtocol.JSONRPC.value, self._jsonrpc_transport)
             client = factory.create(card)
-            stale = [k for k in self._clients if k[0] == agent.pk and k[1] != agent.card_digest]
+            stale = [k for k in self._clients if k[0] == agent.pk and k[1::2] != key[1::2]]
             for old in stale:
                 del self._clients[old]
             self._clients[key] = client
@@ -130,9 +145,10 @@ class EndpointForwarder:
             ),
             "",
         )
+        http = config.httpx_client or self._http
         if version and is_legacy_version(version):
-            return CompatJsonRpcTransport(self._http, card, url, is_shared_httpx=True)
-        return AiohttpJsonRpcTransport(self._session, self._http, card, url)
+            return CompatJsonRpcTransport(http, card, url, is_shared_httpx=True)
+        return AiohttpJsonRpcTransport(self._session, http, card, url)
 
     async def send(
         self,
@@ -177,10 +193,14 @@ class EndpointForwarder:
             ) from None
         # The first answer is due within what is left of the call's time after its wait (the
         # HTTP client's own timeout stays per read: a stream's later events get the full time).
-        wait_first = max(0.0, wait_seconds - (loop.time() - began))
+        # An OAuth2 token to fetch first takes from that time too, and never counts as the
+        # agent not answering.
         try:
-            context = ClientCallContext(service_parameters=headers, timeout=wait_seconds)
-            stream = self._send(self._client(agent, streaming=streaming), request, context)
+            sent = await self._authorized(agent, headers, wait_seconds - (loop.time() - began))
+            wait_first = max(0.0, wait_seconds - (loop.time() - began))
+            stream = self._send(
+                agent, self._client(agent, streaming=streaming), request, sent, wait_seconds
+            )
             iterator = stream.__aiter__()
             try:
                 wait = wait_first
@@ -200,20 +220,33 @@ class EndpointForwarder:
             slots.release(agent.pk, lease)
 
     async def _send(
-        self, client: Client, request: SendMessageRequest, context: ClientCallContext
+        self,
+        agent: Agent,
+        client: Client,
+        request: SendMessageRequest,
+        sent: Sent,
+        wait_seconds: float,
     ) -> AsyncGenerator[StreamResponse]:
-        last_result.set(None)
-        try:
-            async for event in client.send_message(request, context=context):
-                yield event
-        except A2AClientTimeoutError:
-            raise
-        except A2AClientError as exc:
-            raise _transport_failure(str(exc)) from None
-        except A2AError as exc:
-            raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
-        except NOT_A2A as exc:
-            raise not_a2a(exc) from None
+        for attempt in (1, 2):
+            if attempt == 2:  # its OAuth2 token was refused: once more with a new one
+                sent = await self._authorized(agent, sent.base, wait_seconds)
+            last_result.set(None)
+            answered = False
+            try:
+                async for event in client.send_message(
+                    request, context=self._context(sent.headers, wait_seconds)
+                ):
+                    if not answered:
+                        answered = True
+                        await self._got_through(agent)
+                    yield event
+                return
+            except A2AClientTimeoutError:
+                raise
+            except (A2AClientError, A2AError) as exc:
+                await self._failure(agent, exc, sent, retry=attempt == 1 and not answered)
+            except NOT_A2A as exc:
+                raise not_a2a(exc) from None
 
     async def cancel(
         self, agent: Agent, remote_task_id: str, *, headers: dict[str, str], wait_seconds: float
@@ -222,7 +255,8 @@ class EndpointForwarder:
         request = CancelTaskRequest(id=remote_task_id)
         return await self._unary(
             agent,
-            client.cancel_task(request, context=self._context(headers, wait_seconds)),
+            lambda context: client.cancel_task(request, context=context),
+            headers,
             wait_seconds,
         )
 
@@ -233,9 +267,7 @@ class EndpointForwarder:
         client = self._client(agent, streaming=False)
         request = GetTaskRequest(id=remote_task_id)
         return await self._unary(
-            agent,
-            client.get_task(request, context=self._context(headers, wait_seconds)),
-            wait_seconds,
+            agent, lambda context: client.get_task(request, context=context), headers, wait_seconds
         )
 
     async def list_tasks(
@@ -246,7 +278,8 @@ class EndpointForwarder:
         request = ListTasksRequest(context_id=context_id, history_length=20, include_artifacts=True)
         listed = await self._unary(
             agent,
-            client.list_tasks(request, context=self._context(headers, wait_seconds)),
+            lambda context: client.list_tasks(request, context=context),
+            headers,
             wait_seconds,
         )
         return list(listed.get("tasks") or [])
@@ -258,39 +291,96 @@ class EndpointForwarder:
         ids) until it ends; the HTTP client waits at most `wait_seconds` for each."""
         client = self._client(agent, streaming=True)
         request = SubscribeToTaskRequest(id=remote_task_id)
-        last_result.set(None)
-        try:
-            async for event in client.subscribe(
-                request, context=self._context(headers, wait_seconds)
-            ):
-                yield _to_dict(event)
-        except (TimeoutError, A2AClientTimeoutError) as exc:
-            raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
-        except A2AClientError as exc:
-            raise _transport_failure(str(exc)) from None
-        except A2AError as exc:
-            raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
-        except NOT_A2A as exc:
-            raise not_a2a(exc) from None
+        for attempt in (1, 2):
+            sent = await self._authorized(agent, headers, wait_seconds)
+            last_result.set(None)
+            answered = False
+            try:
+                async for event in client.subscribe(
+                    request, context=self._context(sent.headers, wait_seconds)
+                ):
+                    answered = True
+                    yield _to_dict(event)
+                return
+            except (TimeoutError, A2AClientTimeoutError) as exc:
+                raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
+            except (A2AClientError, A2AError) as exc:
+                await self._failure(agent, exc, sent, retry=attempt == 1 and not answered)
+            except NOT_A2A as exc:
+                raise not_a2a(exc) from None
 
     @staticmethod
     def _context(headers: dict[str, str], wait_seconds: float) -> ClientCallContext:
         return ClientCallContext(service_parameters=headers, timeout=wait_seconds)
 
-    async def _unary(self, agent: Agent, call: Any, wait_seconds: float) -> dict[str, Any]:
-        last_result.set(None)
+    async def _unary(
+        self,
+        agent: Agent,
+        call: Callable[[ClientCallContext], Awaitable[Any]],
+        headers: dict[str, str],
+        wait_seconds: float,
+    ) -> dict[str, Any]:
+        for attempt in (1, 2):
+            sent = await self._authorized(agent, headers, wait_seconds)
+            last_result.set(None)
+            try:
+                async with asyncio.timeout(wait_seconds):
+                    answer = await call(self._context(sent.headers, wait_seconds))
+            except (TimeoutError, A2AClientTimeoutError) as exc:
+                raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
+            except (A2AClientError, A2AError) as exc:
+                await self._failure(agent, exc, sent, retry=attempt == 1)
+                continue
+            except NOT_A2A as exc:
+                raise not_a2a(exc) from None
+            await self._got_through(agent)
+            return _to_dict(answer)
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def _authorized(self, agent: Agent, headers: dict[str, str], wait: float) -> Sent:
+        """`headers` with the agent's credential, within `wait` seconds (an OAuth2 token may
+        have to be fetched); an agent-auth error, noted on the agent, when none can be had."""
+        if not agent.credential_sealed:
+            return Sent(headers, headers)
         try:
-            async with asyncio.timeout(wait_seconds):
-                answer = await call
-        except (TimeoutError, A2AClientTimeoutError) as exc:
-            raise _timeout_or_unreachable(exc, agent, wait_seconds) from None
-        except A2AClientError as exc:
-            raise _transport_failure(str(exc)) from None
-        except A2AError as exc:
+            try:
+                async with asyncio.timeout(max(wait, 0.0)):
+                    return await self.auth.headers(agent, headers)
+            except TimeoutError:
+                raise failed(
+                    agent,
+                    self.auth.credential(agent),
+                    f"cannot be called: no OAuth2 token, the token endpoint did not answer "
+                    f"within the call's {wait:g} s",
+                ) from None
+        except AgentAuthFailed as exc:
+            await self._auth_failed(agent, exc)
+            raise
+
+    async def _failure(self, agent: Agent, exc: Exception, sent: Sent, *, retry: bool) -> None:
+        """Raise what the SDK's error `exc` means for the hub; return (nothing raised) when the
+        agent refused an OAuth2 token and `retry` allows asking once more with a new one."""
+        credential = self.auth.credential(agent) if agent.credential_sealed else None
+        if how := refusal(exc):
+            if retry and self.auth.retry(sent):
+                return
+            error = failed(agent, credential, f"refused the hub's credential: {how}")
+            await self._auth_failed(agent, error)
+            raise error from None
+        if isinstance(exc, A2AError):
             raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
-        except NOT_A2A as exc:
-            raise not_a2a(exc) from None
-        return _to_dict(answer)
+        raise _transport_failure(scrub(str(exc), credential)) from None
+
+    @staticmethod
+    async def _auth_failed(agent: Agent, exc: AgentAuthFailed) -> None:
+        said = f"{agent.slug} {exc.message}"
+        if agent.auth_failure != said:
+            await db(agent_auth_failure_record, agent_id=agent.pk, failure=said)
+
+    @staticmethod
+    async def _got_through(agent: Agent) -> None:
+        if agent.auth_failure:
+            await db(agent_auth_failure_record, agent_id=agent.pk, failure="")
 
     async def close(self) -> None:
         for client in self._clients.values():

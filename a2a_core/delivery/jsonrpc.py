@@ -38,6 +38,8 @@ class AiohttpJsonRpcTransport(JsonRpcTransport):
             if name.lower() not in _TRANSPORT_HEADERS
         }
         self._headers["Content-Type"] = "application/json"
+        # An API key the agent takes in the query (the agent's own httpx client carries it).
+        self._params = dict(http.params.multi_items())
 
     async def _send_request(
         self, payload: dict[str, Any], context: ClientCallContext | None = None
@@ -55,6 +57,7 @@ class AiohttpJsonRpcTransport(JsonRpcTransport):
                 self.url,
                 data=json.dumps(payload).encode(),
                 headers=headers,
+                params=self._params or None,
                 timeout=timeout,
                 allow_redirects=False,
             ) as response:

@@ -27,7 +27,7 @@ from a2a_core.delivery.wire import (
     message_ref,
     request_metadata,
 )
-from a2a_core.errors import TargetUnavailable
+from a2a_core.errors import AgentAuthFailed, TargetUnavailable
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent
 from a2a_core.services.messages import Accepted
@@ -127,6 +127,8 @@ async def _pump(
     except AgentRefused as exc:
         await record_outcome(target, accepted, True)
         await record_failure(accepted.task_id, f"{target.slug} refused: {exc.error.message}")
+    except AgentAuthFailed as exc:  # the agent is up: its breaker is not told
+        await record_failure(accepted.task_id, f"{target.slug} {exc.message}")
     except TargetUnavailable as exc:
         await record_outcome(target, accepted, False)
         await record_failure(accepted.task_id, f"{target.slug} {exc.message}")

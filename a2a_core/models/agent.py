@@ -52,6 +52,18 @@ class Agent(models.Model):
     token_issued_at = models.DateTimeField(null=True, blank=True)
     scopes = models.JSONField(default=list)
 
+    # For endpoint agents behind their own auth: the credential the hub calls the agent with,
+    # sealed (`a2a_core.sealed`; never shown), the card's scheme it answers and its kind.
+    credential_sealed = models.TextField(blank=True)
+    credential_scheme = models.CharField(max_length=100, blank=True)
+    credential_kind = models.CharField(max_length=16, blank=True)
+    credential_set_at = models.DateTimeField(null=True, blank=True)
+    credential_set_by = models.CharField(max_length=150, blank=True)
+    # The agent's last refusal of the hub's credential (401/403, or no token to be had); cleared
+    # when a call gets through again or the credential changes.
+    auth_failure = models.CharField(max_length=500, blank=True)
+    auth_failure_at = models.DateTimeField(null=True, blank=True)
+
     last_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,7 +1,7 @@
 """The hub's errors in A2A form, and the mapping from the hub's exception hierarchy.
 
 A2A reserves JSON-RPC codes -32001..-32099 for A2A-specific errors; the spec defines
--32001..-32009 and the hub uses -32050..-32060 for its own. Each hub error is registered in
+-32001..-32009 and the hub uses -32050..-32061 for its own. Each hub error is registered in
 the a2a-sdk's public error tables, so the SDK's JSON-RPC and REST dispatchers render it with
 the right JSON-RPC code, HTTP status and `google.rpc.ErrorInfo` reason, like its own errors.
 """
@@ -62,6 +62,10 @@ class AgentUnavailableError(HubA2AError):
     message = "Agent unavailable"
 
 
+class AgentAuthFailedError(HubA2AError):
+    message = "The agent refused the hub's credential"
+
+
 class QueueFullError(HubA2AError):
     message = "Inbox queue full"
 
@@ -104,6 +108,7 @@ HUB_ERRORS: dict[type[HubA2AError], tuple[int, int, str, str]] = {
         "IDENTITY_PROVIDER_UNAVAILABLE",
     ),
     HeaderTooLargeError: (-32060, 431, "INVALID_ARGUMENT", "HEADER_TOO_LARGE"),
+    AgentAuthFailedError: (-32061, 502, "UNAVAILABLE", "AGENT_AUTH_FAILED"),
 }
 
 
@@ -163,6 +168,8 @@ def to_a2a(exc: hub.HubError) -> A2AError:
         if exc.reason == "queue_full":
             return QueueFullError(exc.message, data)
         return PolicyRejectedError(exc.message, data)
+    if isinstance(exc, hub.AgentAuthFailed):
+        return AgentAuthFailedError(exc.message, details)
     if isinstance(exc, hub.TargetUnavailable):
         return AgentUnavailableError(exc.message, details)
     if isinstance(exc, hub.QueueFull):

@@ -119,7 +119,13 @@ class TaskChanged(Event):
 
 
 AgentChange = Literal[
-    "agent.registered", "agent.updated", "agent.status", "agent.token_rotated", "agent.deleted"
+    "agent.registered",
+    "agent.updated",
+    "agent.status",
+    "agent.token_rotated",
+    "agent.deleted",
+    # Its outbound credential was set or cleared, or the agent refused it, or took it again.
+    "agent.credentials",
 ]
 
 

@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "admin-login": ("serve", "add_parsers", "create the admin user or give it a new password"),
     "notify": ("notify", "add_parsers", "who is told when an escalation waits (webhook, email)"),
     "replay": ("replay", "add_parsers", "send recorded tasks again and compare the answers"),
+    "agent": (
+        "credentials",
+        "add_parsers",
+        "one agent's settings: the credential the hub calls it with, peer hubs",
+    ),
     "user": ("work", "add_user_parsers", "add dashboard users and change their role"),
 }
 
