@@ -31,7 +31,20 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "status", "delivery_mode", "card_version", "last_seen_at"]
     list_filter = ["status", "delivery_mode"]
     search_fields = ["slug", "name", "description"]
-    readonly_fields = ["token_hash", "token_prefix", "token_issued_at", *CARD_FIELDS]
+    readonly_fields = [
+        "token_hash",
+        "token_prefix",
+        "token_issued_at",
+        *CARD_FIELDS,
+        "credential_scheme",
+        "credential_kind",
+        "credential_set_at",
+        "credential_set_by",
+        "auth_failure",
+        "auth_failure_at",
+    ]
+    # The sealed credential is never shown, not even sealed: `a2a agent credentials` sets it.
+    exclude = ["credential_sealed"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -27,6 +27,12 @@ urlpatterns = [
     path("agents/<slug:slug>/suspend/", agents.agent_suspend, name="agent_suspend"),
     path("agents/<slug:slug>/resume/", agents.agent_resume, name="agent_resume"),
     path("agents/<slug:slug>/token/", agents.agent_token, name="agent_token"),
+    path("agents/<slug:slug>/credentials/", agents.agent_credentials, name="agent_credentials"),
+    path(
+        "agents/<slug:slug>/credentials/clear/",
+        agents.agent_credentials_clear,
+        name="agent_credentials_clear",
+    ),
     # tasks
     path("tasks/", task_pages.task_list, name="tasks"),
     path("tasks/<str:task_id>/", task_pages.task_page, name="task"),

@@ -367,9 +367,11 @@ class EndpointForwarder:
             error = failed(agent, credential, f"refused the hub's credential: {how}")
             await self._auth_failed(agent, error)
             raise error from None
+        if isinstance(exc, A2AClientError):  # an A2AError too: the transport's, first
+            raise _transport_failure(scrub(str(exc), credential)) from None
         if isinstance(exc, A2AError):
             raise AgentRefused(f"the agent refused: {exc.message}", exc) from None
-        raise _transport_failure(scrub(str(exc), credential)) from None
+        raise exc
 
     @staticmethod
     async def _auth_failed(agent: Agent, exc: AgentAuthFailed) -> None:

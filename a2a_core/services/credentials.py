@@ -25,7 +25,7 @@ MAX_FAILURE = 500
 def agent_credentials_set(
     *,
     agent: Agent,
-    scheme: str | None,
+    scheme: str | None = None,
     secret: str,
     client_id: str = "",
     token_url: str = "",
