@@ -308,8 +308,10 @@ class ScriptedAgent:
         ignores_blocking: bool = False,
         voice: str = "echo",
         guard: Any = None,
+        grpc_interceptors: list[Any] | None = None,
     ) -> None:
-        """`guard`: wraps the agent's ASGI app (its own auth in front of it, tests/auth.py)."""
+        """`guard`: wraps the agent's ASGI app (its own auth in front of it, tests/auth.py);
+        `grpc_interceptors` do the same for a gRPC agent."""
         self.name = name
         self.port = port or free_port()
         # binding "GRPC": served with the SDK's gRPC server only, at host:port.
@@ -328,7 +330,9 @@ class ScriptedAgent:
         )
         self.server: ServerThread | GrpcServerThread
         if grpc_only:
-            self.server = GrpcServerThread(GrpcHandler(handler), port=self.port)
+            self.server = GrpcServerThread(
+                GrpcHandler(handler), port=self.port, interceptors=grpc_interceptors
+            )
             return
         app = Starlette(
             routes=[

@@ -13,6 +13,8 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
+import grpc
+import grpc.aio
 from google.protobuf.json_format import ParseDict
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -162,3 +164,48 @@ class TokenEndpoint:
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
+
+
+class GrpcBearer(grpc.aio.ServerInterceptor):
+    """A gRPC agent's own auth: calls without `authorization: Bearer <check passes>` metadata
+    end UNAUTHENTICATED."""
+
+    def __init__(self, check: Any) -> None:
+        self.check = check
+
+    async def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = await continuation(details)
+        auth = dict(details.invocation_metadata or ()).get("authorization", "")
+        if handler is None or self.check(auth[7:] if auth.startswith("Bearer ") else ""):
+            return handler
+
+        async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token")
+
+        async def refuse_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token")
+            yield  # pragma: no cover
+
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if handler.response_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        return make(
+            refuse_stream if handler.response_streaming else refuse,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+def guarded_grpc_agent(name: str, check: Any) -> ScriptedAgent:
+    """A gRPC-only scripted agent behind a bearer token (its card declares it)."""
+    agent = ScriptedAgent(name, binding="GRPC", grpc_interceptors=[GrpcBearer(check)])
+    ParseDict(
+        {
+            "securitySchemes": {"bearer": BEARER},
+            "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+        },
+        agent.card,
+    )
+    return agent

@@ -92,8 +92,11 @@ class GrpcServerThread:
     """Serve an A2A gRPC servicer (the a2a-sdk's `GrpcHandler`) on 127.0.0.1:`port` in a
     thread with its own event loop, until `stop()`."""
 
-    def __init__(self, servicer: Any, *, port: int | None = None) -> None:
+    def __init__(
+        self, servicer: Any, *, port: int | None = None, interceptors: list[Any] | None = None
+    ) -> None:
         self.servicer = servicer
+        self.interceptors = interceptors or []
         self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.loop = asyncio.new_event_loop()
@@ -107,7 +110,7 @@ class GrpcServerThread:
     async def _serve(self) -> None:
         from a2a.types import a2a_pb2_grpc
 
-        server = grpc.aio.server()
+        server = grpc.aio.server(interceptors=self.interceptors)
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(self.servicer, server)
         server.add_insecure_port(self.address)
         await server.start()

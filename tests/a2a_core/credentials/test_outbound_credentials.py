@@ -19,7 +19,15 @@ from a2a_core.models import Agent
 from a2a_core.services.policy import policy_publish
 from tests.a2a_core.credentials.helpers import direct_client, outcome, set_credential
 from tests.a2a_core.protocol.test_bad_input import error_info
-from tests.auth import BEARER, Secret, TokenEndpoint, api_key, guarded_agent, oauth2
+from tests.auth import (
+    BEARER,
+    Secret,
+    TokenEndpoint,
+    api_key,
+    guarded_agent,
+    guarded_grpc_agent,
+    oauth2,
+)
 
 pytestmark = pytest.mark.live
 
@@ -265,3 +273,20 @@ async def _raw_calls(url: str, token: str) -> tuple[httpx.Response, httpx.Respon
             "/a2a/vault/rest/message:send", json={"message": {**message, "messageId": "raw-2"}}
         )
     return jsonrpc, rest
+
+
+async def test_a_grpc_agent_gets_its_bearer_token_as_metadata(hub, sdk):
+    secret = Secret(BEARER_SECRET)
+    scripted = guarded_grpc_agent("vaultrpc", lambda given: given == secret.value)
+    agent = await _register(hub, scripted)
+    await set_credential(agent, scheme="bearer", secret=BEARER_SECRET)
+    _, token = await hub.caller("alpha")
+    for streaming in (False, True):
+        client = await sdk("vaultrpc", token, streaming=streaming)
+        assert await outcome(client, "echo rpc") == ("TASK_STATE_COMPLETED", ["echo: rpc"])
+    secret.value = "another"
+    client = await sdk("vaultrpc", token)
+    with pytest.raises(
+        A2AClientError, match="vaultrpc refused the hub's credential: gRPC UNAUTHENTICATED"
+    ):
+        await outcome(client, "echo rpc")
