@@ -46,8 +46,8 @@ def test_register_prints_the_token_once(card_file):
 def test_agents_table(card_file):
     a2a("register", str(card_file))
     lines = a2a("agents").splitlines()
-    assert lines[0].split() == ["AGENT", "STATUS", "MODE", "SKILLS", "LAST", "SEEN"]
-    assert lines[2].split() == ["baron", "idle", "endpoint", "plan,", "specify", "never"]
+    assert lines[0].split() == ["AGENT", "STATUS", "MODE", "SKILLS", "CREDENTIAL", "LAST", "SEEN"]
+    assert lines[2].split() == ["baron", "idle", "endpoint", "plan,", "specify", "-", "never"]
 
 
 def test_agents_json(card_file):
