@@ -54,6 +54,21 @@ def add_parsers(sub: Any) -> None:
         action="append",
         help="a2a:call and/or a2a:receive (repeatable; default both)",
     )
+    secret = p.add_mutually_exclusive_group()
+    secret.add_argument(
+        "--credential-from-env",
+        metavar="VAR",
+        help="the secret the hub calls the agent with (e.g. the token another hub issued), "
+        "from this environment variable; see `a2a agent credentials set`",
+    )
+    secret.add_argument(
+        "--credential-stdin", action="store_true", help="... read from stdin instead"
+    )
+    p.add_argument(
+        "--credential-scheme",
+        metavar="NAME",
+        help="the card's scheme the credential answers (needed when it declares several)",
+    )
     p.set_defaults(handler=register)
 
     p = sub.add_parser("suspend", help="stop routing to and from an agent; end its connections")
@@ -128,9 +143,16 @@ def _iso(moment: Any) -> str | None:
 
 
 def register(args: argparse.Namespace, out: Any) -> None:
+    from a2a_core import agent_cache
+    from a2a_core.cli.credentials import read_secret
     from a2a_core.services import agents as agent_services
+    from a2a_core.services.credentials import agent_credentials_set
 
+    if args.credential_stdin and str(args.card) == "-":
+        raise fail("the card and the credential cannot both come from stdin")
     card = fetch_card(args.url) if args.url else read_json(args.card)
+    # Read before registering: a missing variable leaves nothing half done.
+    secret = read_secret(args.credential_from_env, stdin=args.credential_stdin)
     try:
         result = agent_services.agent_register(
             card=card,
@@ -158,6 +180,17 @@ def register(args: argparse.Namespace, out: Any) -> None:
         out.write(f"updated {agent.slug} (card v{agent.card_version}); its token is unchanged")
     else:
         out.write(f"{agent.slug} is already registered with this card; nothing changed")
+    if secret is not None:
+        try:
+            agent = agent_credentials_set(
+                agent=agent, scheme=args.credential_scheme, secret=secret, **acting(args)
+            )
+        except HubError as exc:
+            raise fail(f"registered {agent.slug}, but its credential was not set: {exc}") from None
+        agent_cache.wait_until_seen()
+        out.write(
+            f"set the credential {agent.slug} is called with (scheme {agent.credential_scheme})"
+        )
 
 
 CARD_PATH = "/.well-known/agent-card.json"

@@ -67,16 +67,19 @@ def _agent(slug: str) -> Any:
         raise hub_error(exc) from None
 
 
-def _secret(args: argparse.Namespace) -> str:
-    if args.from_env:
-        secret = os.environ.get(args.from_env)
+def read_secret(env: str | None, *, stdin: bool) -> str | None:
+    """The secret from the environment variable `env`, or from stdin (one line, its line
+    break dropped); None when neither is asked for."""
+    if env:
+        secret = os.environ.get(env)
         if secret is None:
-            raise fail(f"the environment variable {args.from_env[:100]} is not set")
-    else:
-        secret = sys.stdin.read(MAX_SECRET + 2)
-        # One line (a trailing newline from `echo` or a file is not part of the secret).
-        if secret.endswith("\n"):
-            secret = secret[:-1].removesuffix("\r")
+            raise fail(f"the environment variable {env[:100]} is not set")
+        return secret
+    if not stdin:
+        return None
+    secret = sys.stdin.read(MAX_SECRET + 2)
+    if secret.endswith("\n"):
+        secret = secret[:-1].removesuffix("\r")
     return secret
 
 
@@ -86,7 +89,7 @@ def credentials_set(args: argparse.Namespace, out: Any) -> None:
         agent = agent_credentials_set(
             agent=agent,
             scheme=args.scheme,
-            secret=_secret(args),
+            secret=read_secret(args.from_env, stdin=args.stdin) or "",
             client_id=args.client_id,
             token_url=args.token_url,
             scopes=args.scopes,
