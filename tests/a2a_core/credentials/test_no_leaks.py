@@ -150,6 +150,10 @@ async def test_secrets_are_nowhere_in_clear(hub, sdk, caplog):
         assert "locked refused the hub's credential" in listed.getvalue()
         pages = await db(_pages, ["vault", "ledger", "payroll", "locked", "broken"])
         database = await db(_everything_in_the_database)
+        # The refusal shows on the agents list and on the agent's page; the credential as "set".
+        assert "credential refused" in pages
+        assert "locked refused the hub&#x27;s credential: HTTP 401" in pages
+        assert "<strong>set</strong>: scheme <code>b</code> (bearer)" in pages
     finally:
         events.remove_local_listener(listen)
         endpoint.stop()
