@@ -8,6 +8,7 @@ Every variable read here is listed in the README's configuration reference.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -120,6 +121,14 @@ def _secrets_key() -> str:
 
 
 HUB_SECRETS_KEY = _secrets_key()
+
+# This hub's name among hubs that call each other (a2a_core/federation.py); empty: this hub
+# neither sends its delegation chain to the agents it calls nor takes one from a peer hub.
+HUB_ID = os.environ.get("HUB_ID", "").strip()
+if HUB_ID and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", HUB_ID):
+    raise ImproperlyConfigured(
+        f"HUB_ID must be 1-64 lower-case letters, digits, '.', '_' or '-', got {HUB_ID[:80]!r}"
+    )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")

@@ -9,16 +9,22 @@ import os
 import sys
 from typing import Any
 
+from django.conf import settings
+
 from a2a_core import agent_cache, selectors
 from a2a_core.cli.output import acting, ago, fail, hub_error
 from a2a_core.errors import HubError
 from a2a_core.schemas.credentials import MAX_SECRET
-from a2a_core.services.credentials import agent_credentials_clear, agent_credentials_set
+from a2a_core.services.credentials import (
+    agent_credentials_clear,
+    agent_credentials_set,
+    agent_peer_trust,
+)
 
 
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("agent", help="one agent's settings: the credential the hub calls it with")
-    agent_sub = p.add_subparsers(dest="agent_command", required=True, metavar="credentials")
+    agent_sub = p.add_subparsers(dest="agent_command", required=True, metavar="credentials|peer")
     c = agent_sub.add_parser(
         "credentials", help="the credential the hub calls an agent behind its own auth with"
     )
@@ -58,6 +64,18 @@ def add_parsers(sub: Any) -> None:
         q = cred_sub.add_parser(name, help=text)
         q.add_argument("slug")
         q.set_defaults(handler=handler)
+
+    peer = agent_sub.add_parser(
+        "peer", help="trust an agent as another hub: record and judge the chain it sends"
+    )
+    peer_sub = peer.add_subparsers(dest="peer_command", required=True, metavar="trust|untrust")
+    for name, trusted, text in (
+        ("trust", True, "take the caller chain this agent (another hub) sends as who asked"),
+        ("untrust", False, "ignore it again, as from any agent"),
+    ):
+        q = peer_sub.add_parser(name, help=text)
+        q.add_argument("slug")
+        q.set_defaults(handler=peer_trust, trusted=trusted)
 
 
 def _agent(slug: str) -> Any:
@@ -109,12 +127,14 @@ def credentials_show(args: argparse.Namespace, out: Any) -> None:
 
 
 def credential_line(agent: Any) -> str:
-    if not agent.credential_sealed:
-        return f"{agent.slug}: no credential set (called without one)"
-    return (
-        f"{agent.slug}: set (scheme {agent.credential_scheme}, {agent.credential_kind}), "
-        f"{ago(agent.credential_set_at)} by {agent.credential_set_by or 'unknown'}"
-    )
+    if agent.credential_sealed:
+        line = (
+            f"{agent.slug}: set (scheme {agent.credential_scheme}, {agent.credential_kind}), "
+            f"{ago(agent.credential_set_at)} by {agent.credential_set_by or 'unknown'}"
+        )
+    else:
+        line = f"{agent.slug}: no credential set (called without one)"
+    return line + (" (trusted as a peer hub)" if agent.peer_hub else "")
 
 
 def credentials_clear(args: argparse.Namespace, out: Any) -> None:
@@ -124,3 +144,22 @@ def credentials_clear(args: argparse.Namespace, out: Any) -> None:
         out.write(f"cleared the credential of {agent.slug}; it is called without one")
     else:
         out.write(f"{agent.slug} has no credential set")
+
+
+def peer_trust(args: argparse.Namespace, out: Any) -> None:
+    agent = _agent(args.slug)
+    changed = agent_peer_trust(agent=agent, trusted=args.trusted, **acting(args))
+    if changed:
+        agent_cache.wait_until_seen()  # every worker judges its calls so once this returns
+    if args.trusted:
+        out.write(
+            f"{agent.slug} is trusted as a peer hub"
+            + ("" if changed else " already")
+            + (
+                ""
+                if settings.HUB_ID
+                else " (this hub has no HUB_ID: it takes no chain until one is set)"
+            )
+        )
+    else:
+        out.write(f"{agent.slug} is {'no longer' if changed else 'not'} trusted as a peer hub")

@@ -16,6 +16,7 @@ from a2a_core.asyncdb import db
 from a2a_core.delivery import push
 from a2a_core.delivery.call import Call
 from a2a_core.errors import PermissionDenied, PolicyRejected, TargetUnavailable
+from a2a_core.federation import peer_chain
 from a2a_core.logging import trace_id_var
 from a2a_core.models import Agent
 from a2a_core.models import Scope as AgentScope
@@ -73,6 +74,9 @@ async def _submit_accept(call: Call, request: SendMessageRequest) -> Accepted:
             else {},
             parent_hint=call.headers.get("a2a-hub-parent-task", ""),
             traceparent=call.headers.get("traceparent", ""),
+            peer_chain=peer_chain(call.headers.get("a2a-hub-chain", ""))
+            if call.caller.peer_hub
+            else (),
         )
     )
 

@@ -14,6 +14,8 @@ from a2a_core.call_times import CallTimes
 from a2a_core.delivery.agent_errors import AgentRefused
 from a2a_core.delivery.call import Call
 from a2a_core.errors import FieldProblem, ValidationFailed
+from a2a_core.federation import HEADER as CHAIN_HEADER
+from a2a_core.federation import chain_header
 from a2a_core.models import Agent
 from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.services.messages import Accepted
@@ -68,11 +70,14 @@ def request_metadata(request: SendMessageRequest) -> dict[str, Any]:
 
 
 def forward_headers(call: Call, target: Agent, accepted: Accepted) -> dict[str, str]:
-    return {
+    headers = {
         "traceparent": tracing.forward(target, accepted) or traceparent(accepted.trace_id),
         "A2A-Hub-Task-Id": accepted.task_id,
         "A2A-Hub-Caller": call.caller.slug,
     }
+    if chain := chain_header(accepted.path):
+        headers[CHAIN_HEADER] = chain
+    return headers
 
 
 def message_ref(accepted: Accepted, times: CallTimes | None = None) -> RequestRef:

@@ -63,6 +63,8 @@ class Agent(models.Model):
     # when a call gets through again or the credential changes.
     auth_failure = models.CharField(max_length=500, blank=True)
     auth_failure_at = models.DateTimeField(null=True, blank=True)
+    # Another hub, trusted to say who really called through it (`a2a_core.federation`).
+    peer_hub = models.BooleanField(default=False)
 
     last_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

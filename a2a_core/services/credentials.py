@@ -118,3 +118,31 @@ def agent_auth_failure_record(*, agent_id: int, failure: str) -> None:
     agent.auth_failure_at = timezone.now() if failure else None
     agent.save(update_fields=["auth_failure", "auth_failure_at", "updated_at"])
     publish_many_on_commit(_agent_event("agent.credentials", agent))
+
+
+@transaction.atomic
+def agent_peer_trust(
+    *, agent: Agent, trusted: bool, actor: User | None = None, actor_label: str = ""
+) -> bool:
+    """Trust the agent as another hub (or no longer): the delegation chain it sends with its
+    calls is then taken as who really asked (`a2a_core.federation`). False if nothing changed."""
+    agent = Agent.objects.select_for_update().get(pk=agent.pk)
+    if agent.peer_hub == trusted:
+        return False
+    agent.peer_hub = trusted
+    agent.save(update_fields=["peer_hub", "updated_at"])
+    audit_record(
+        action="agent.peer_trust" if trusted else "agent.peer_untrust",
+        summary=(
+            f"trusted {agent.slug} as a peer hub: the chain it sends is recorded and judged"
+            if trusted
+            else f"no longer trusts {agent.slug} as a peer hub"
+        ),
+        actor=actor,
+        actor_label=actor_label,
+        agent=agent,
+        object_type="agent",
+        object_id=agent.slug,
+    )
+    publish_many_on_commit(_agent_event("agent.credentials", agent))
+    return True

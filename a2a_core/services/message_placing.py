@@ -95,10 +95,12 @@ def message_place(
     traceparent: str,
     now: datetime,
     timeout: float,
+    peer_chain: tuple[str, ...] = (),
 ) -> Placed:
     """The task a message goes to: the one it continues, or a new one (not saved yet).
     `hub` is the message's `metadata.a2aHub`; `parent_hint` the `A2A-Hub-Parent-Task`
-    header, used when `hub` names no parentTaskId."""
+    header, used when `hub` names no parentTaskId. A new task without a parent starts with
+    `peer_chain`, a trusted peer hub's chain, in place of its caller (its depth counts it)."""
     if message.get("taskId"):
         task = _continued_task(message, caller, target)
         task.deadline = now + timedelta(seconds=timeout)
@@ -119,8 +121,8 @@ def message_place(
         skill=_skill(hub, target),
         parent=parent,
         root_id=(parent.root_id or parent.pk) if parent else None,
-        depth=parent.depth + 1 if parent else 0,
-        path=[*(parent.path if parent else [caller.slug]), target.slug],
+        depth=parent.depth + 1 if parent else max(len(peer_chain) - 1, 0),
+        path=[*(parent.path if parent else (peer_chain or [caller.slug])), target.slug],
         trace_id=(parent.trace_id if parent else "")
         or trace_id_of(traceparent)
         or new_id().replace("-", ""),

@@ -68,6 +68,8 @@ class Accepted:
     envelope: dict[str, Any] | None
     trace_id: str
     depth: int
+    # Who asked whom on this task's chain, the caller first and the target last.
+    path: list[str]
     timeout: float
     # What changes when the message goes on to an endpoint agent: the agent's own ids, and
     # the hub's fields in its metadata (see `a2a_core.delivery.wire.forwarded`).
@@ -113,6 +115,8 @@ class Inbound:
     request_metadata: dict[str, Any] = field(default_factory=dict)
     parent_hint: str = ""
     traceparent: str = ""
+    # A trusted peer hub's delegation chain (`a2a_core.federation.peer_chain`).
+    peer_chain: tuple[str, ...] = ()
 
 
 @dataclass
@@ -181,6 +185,7 @@ def _accepted(
         envelope=message.envelope,
         trace_id=task.trace_id,
         depth=task.depth,
+        path=task.path,
         timeout=timeout,
         remote_task_id=task.remote_task_id,
         remote_context_id=remote_context_id or task.remote_context_id or task.context_id,
@@ -357,6 +362,7 @@ def _check_and_place(
                 hub=hub,
                 parent_hint=item.parent_hint,
                 traceparent=item.traceparent,
+                peer_chain=item.peer_chain,
                 now=now,
                 timeout=timeout,
             )
