@@ -17,6 +17,7 @@ from django.test import Client
 from a2a_core.asyncdb import db
 from a2a_core.delivery import oauth2 as oauth2_module
 from a2a_core.errors import ValidationFailed
+from a2a_core.federation import peer_chain
 from a2a_core.models import Agent
 from a2a_core.services.agents import agent_register
 from a2a_core.services.credentials import agent_credentials_set
@@ -149,3 +150,20 @@ async def test_a_misbehaving_token_endpoint_gives_the_agent_auth_error(hub, sdk,
     finally:
         for endpoint in endpoints:
             endpoint.stop()
+
+
+def test_junk_chains_from_a_peer_hub_are_ignored(settings):
+    settings.HUB_ID = "hub-a"
+    rng = random.Random(SEED)
+    for _ in range(3000):
+        value = str(_junk_text(rng))
+        if rng.random() < 0.3:
+            value = ",".join(rng.choice(["hub-b/x", "hub-a/y", value[:20]]) for _ in range(5))
+        chain = peer_chain(value)
+        assert chain == () or all(entry.count("/") <= 1 and len(entry) < 130 for entry in chain)
+    assert peer_chain("hub-b/planner,hub-a/echo") == ("hub-b/planner", "echo")
+    assert peer_chain(",".join(["hub-b/x"] * 33)) == ()
+    assert peer_chain("hub-b/x\r\nX-Injected: y") == ()
+    assert peer_chain("hub-b/../etc,hub-b/x") == ()
+    settings.HUB_ID = ""
+    assert peer_chain("hub-b/planner") == ()
