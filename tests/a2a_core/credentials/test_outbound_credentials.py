@@ -290,3 +290,16 @@ async def test_a_grpc_agent_gets_its_bearer_token_as_metadata(hub, sdk):
         A2AClientError, match="vaultrpc refused the hub's credential: gRPC UNAUTHENTICATED"
     ):
         await outcome(client, "echo rpc")
+
+
+async def test_concurrent_calls_share_one_token_fetch(hub, sdk, token_endpoint):
+    scripted = guarded_agent(
+        "payroll", {"oauth": oauth2(token_endpoint.url)}, token_endpoint.valid, "bearer"
+    )
+    agent = await _register(hub, scripted)
+    await set_credential(agent, scheme="oauth", secret=CLIENT_SECRET, client_id="hub-client")
+    _, token = await hub.caller("alpha")
+    client = await sdk("payroll", token)
+    answers = await asyncio.gather(*(outcome(client, f"echo {i}") for i in range(12)))
+    assert answers == [("TASK_STATE_COMPLETED", [f"echo: {i}"]) for i in range(12)]
+    assert token_endpoint.fetches == 1
