@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('a2a_core', '0011_replay_sets'),
+        ('a2a_core', '0012_notify_digests_routing_actions'),
     ]
 
     operations = [
