@@ -108,3 +108,48 @@ async def test_an_admin_sees_how_each_target_is_told_and_changes_its_rules(hub, 
     await expect(page.locator(f"#notify-target-{slack.pk} .notify-how")).to_contain_text(
         "about pairs lead:reviewer; priorities urgent"
     )
+
+
+async def test_a_digest_email_as_posted_leads_to_the_inbox_filtered_to_its_items(
+    hub, sdk, dashboard, mailbox, settings
+):
+    """Six held messages within the interval: the first is told at once, the other five come as
+    one digest, the identical ones folded; its link opens the inbox filtered to them."""
+    settings.HUB_NOTIFY_DIGEST_SECONDS = 3600
+    page = await dashboard("operator", name="olga")
+    await db(a2a, "notify", "add", "email", "olga@example.com", "--user", "olga")
+    alpha = await holding(hub, sdk)
+    await hold(alpha, "publish the quarterly numbers")
+
+    async def mailed() -> list[Any]:
+        return mailbox.messages
+
+    await eventually(mailed)
+    for text in ["rotate the signing key"] * 3 + ["delete the staging bucket"] * 2:
+        await hold(alpha, text)
+    # The interval shortened: what waits goes now, as one digest.
+    target = await db(NotificationTarget.objects.get)
+    await db(a2a, "notify", "set", str(target.pk), "--digest", "0")
+
+    async def digest() -> list[Any]:
+        return mailbox.messages[1:]
+
+    [mail] = await eventually(digest)
+    body = mail.get_payload(decode=True).decode()
+    assert re.search(r"^- 5 held messages alpha -> echo arrived", body, re.M), body
+    await page.set_content(
+        "<title>digest</title><h1 style='font:600 15px sans-serif'>"
+        f"{mail['Subject']}</h1><pre style='font:13px monospace;white-space:pre-wrap'>"
+        + body.replace("&", "&amp;").replace("<", "&lt;")
+        + "</pre>"
+    )
+    await expect(page.locator("pre")).to_contain_text("rotate the signing key")
+    await shot(page, "notify-digest-email")
+
+    links = set(re.findall(r"(https?://\S+/escalations/\?\S+)", body))
+    assert links == {f"{hub.url}/escalations/?pair=alpha%3Aecho&kind=approval"}, body
+    [link] = links
+    await page.goto(link)
+    await expect(page.locator("body")).to_contain_text("rotate the signing key")
+    await expect(page.locator("body")).to_contain_text("delete the staging bucket")
+    await shot(page, "notify-digest-link-opened")
