@@ -379,6 +379,9 @@ HUB_ABANDONED_GRACE_SECONDS = env_float("HUB_ABANDONED_GRACE_SECONDS", 15.0)
 # A server process following an endpoint agent's unfinished task renews its lease on it; when
 # the process stops, another takes the task over once the lease has run out.
 HUB_FOLLOW_LEASE_SECONDS = env_float("HUB_FOLLOW_LEASE_SECONDS", 10.0)
+# Scaled mode: an agent's incomingConcurrent counted across every process and host through
+# leases in Redis (on), or per process as the limit divided by its workers (off).
+HUB_SHARED_SLOTS = env_bool("HUB_SHARED_SLOTS", False)
 # Inbox agents: a delivery not acknowledged within HUB_INBOX_ACK_SECONDS is sent again; one
 # connection has at most HUB_INBOX_WINDOW deliveries unacknowledged. A websocket reports in every
 # HUB_INBOX_HEARTBEAT_SECONDS; a session not seen for HUB_INBOX_STALE_SECONDS (websocket) or

@@ -12,8 +12,8 @@ prepares the next calls while the agent answers the first (bench/throughput.py: 
 per second through the hub at concurrency 16).
 
 Embedded, the limit is per hub process: each of `a2a serve --workers N` keeps its share, the
-limit divided by N, rounded up. Scaled (REDIS_URL set), it is the hub's across every process
-and host: a call also holds a lease in Redis (`a2a_core.storage.redis_slots`), waiting for one
+limit divided by N, rounded up. Scaled (REDIS_URL set) with HUB_SHARED_SLOTS on, it is the
+hub's across every process and host: a call also holds a lease in Redis (`a2a_core.storage.redis_slots`), waiting for one
 while the agent's other calls, from any process, hold all of them.
 """
 
@@ -172,4 +172,6 @@ class Slots:
 
 def shared_slots() -> SharedSlots | None:
     """The leases shared across the hub's processes, in scaled mode (REDIS_URL set)."""
-    return SharedSlots(settings.REDIS_URL) if settings.REDIS_URL else None
+    if settings.REDIS_URL and settings.HUB_SHARED_SLOTS:
+        return SharedSlots(settings.REDIS_URL)
+    return None

@@ -4,8 +4,11 @@ The contract: with REDIS_URL set, the policy's `incomingConcurrent` bounds an ag
 flight from all the hub's processes together, on every host. Each call holds a lease in one
 sorted set per agent (member: the process and the call; score: when the lease runs out, by
 Redis's own clock, so hosts' clocks do not matter). A lease is taken only while the set holds
-fewer than the limit; a process renews its calls' leases while they run, and the leases of a
-process that stopped run out after LEASE_SECONDS, which frees a killed worker's slots.
+fewer than the limit; a process renews its calls' leases every RENEW_SECONDS while they run,
+and the leases of a process that stopped run out after LEASE_SECONDS, which frees a killed
+worker's slots within seconds (calls waiting meanwhile spend their own timeout). A process
+whose loop stalls past LEASE_SECONDS may let the agent get a call more than its limit for that
+while: the limit errs towards delivering.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from a2a_core.logging import get_logger, warn_limited
 
 log = get_logger(__name__)
 
-LEASE_SECONDS = 30.0
-RENEW_SECONDS = 10.0
+LEASE_SECONDS = 3.0
+RENEW_SECONDS = 1.0
 PREFIX = "a2ahub:policy:slots:"  # under the policy state's prefix: reset with it
 
 _NOW = """

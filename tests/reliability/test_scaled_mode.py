@@ -78,8 +78,9 @@ async def test_a_dashboard_on_one_worker_sees_traffic_routed_by_another(hub):
 
 
 async def test_an_agents_limit_of_calls_at_once_holds_across_worker_processes(hub):
-    """Two hub processes (as on two hosts) share sloth's incomingConcurrent of 2: it never has
-    more than two calls at once, and every call completes."""
+    """Two hub processes (as on two hosts), with HUB_SHARED_SLOTS on, share sloth's
+    incomingConcurrent of 2: it never has more than two calls at once, and every call
+    completes."""
     from a2a_core.services.policy import policy_publish
 
     await db(
@@ -90,7 +91,7 @@ async def test_an_agents_limit_of_calls_at_once_holds_across_worker_processes(hu
     )
     sloth, _, _ = await hub.endpoint_agent("sloth")
     _, alpha = await hub.caller("alpha")
-    first, second = Worker(), Worker()
+    first, second = Worker(HUB_SHARED_SLOTS="true"), Worker(HUB_SHARED_SLOTS="true")
     try:
         first.wait(60), second.wait(60)
         async with httpx.AsyncClient(
