@@ -17,7 +17,8 @@ from a2a_core.cli.output import acting, ago, cut, fail, hub_error, table
 from a2a_core.errors import HubError, ValidationFailed
 from a2a_core.models import EscalationKind, TaskState
 from a2a_core.selectors.audit import agent_ids
-from a2a_core.selectors.escalations import Cursor, InboxFilter, escalation_inbox
+from a2a_core.selectors.escalations import escalation_inbox
+from a2a_core.selectors.inbox_filter import Cursor, InboxFilter
 from a2a_core.selectors.task_views import task_recent
 from a2a_core.services.users import ROLES, user_create, user_set_role
 

@@ -38,29 +38,31 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode
 
 import httpx
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import connection, transaction
 from django.db.models import Q
-from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from a2a_core.asyncdb import db
 from a2a_core.backoff import backoff
 from a2a_core.client.webhooks import HEADER, sign
+from a2a_core.delivery.notify_text import (
+    About,
+    about_note,
+    action_link,
+    digest_of,
+    one_line,
+    slack_blocks,
+)
 from a2a_core.delivery.ssrf import NOTIFY, UnsafeTarget, resolve
 from a2a_core.logging import get_logger
 from a2a_core.models import (
-    Escalation,
-    EscalationKind,
-    EscalationStatus,
     Notification,
     NotificationState,
     NotificationTarget,
@@ -74,214 +76,6 @@ log = get_logger("notify")
 BATCH = 50
 # Most items one digest carries; more wait for the next one.
 DIGEST_MOST = 5000
-# A digest shows this many groups, and this many folds in each; counts cover them all.
-GROUPS_SHOWN = 20
-FOLDS_SHOWN = 3
-
-
-def escalation_link(escalation_id: int | None) -> str:
-    """The page of one escalation (the inbox when there is none)."""
-    if not escalation_id:
-        return f"{settings.HUB_DASHBOARD_URL}/escalations/"
-    try:
-        path = reverse("dashboard:escalation", args=[escalation_id])
-    except NoReverseMatch:
-        path = f"/escalations/{escalation_id}/"
-    return f"{settings.HUB_DASHBOARD_URL}{path}"
-
-
-def inbox_link(**filters: str) -> str:
-    """The inbox filtered as `filters` say (its URL parameters: pair, kind...)."""
-    query = urlencode({k: v for k, v in filters.items() if v})
-    return f"{settings.HUB_DASHBOARD_URL}/escalations/" + (f"?{query}" if query else "")
-
-
-def action_link(token: str) -> str:
-    try:
-        path = reverse("dashboard:notify_act", args=[token])
-    except NoReverseMatch:  # the dashboard is not mounted (a bare API process)
-        path = f"/notify/act/{token}/"
-    return f"{settings.HUB_DASHBOARD_URL}{path}"
-
-
-def _one_line(text: str, limit: int) -> str:
-    """`text` as plain words on one line: control, invisible and direction-changing
-    characters (what `str.isprintable` refuses) and runs of spaces become one space."""
-    printable = "".join(c if c.isprintable() else " " for c in text)
-    return " ".join(printable.split())[:limit]
-
-
-def _mrkdwn(text: str) -> str:
-    """Text for Slack's mrkdwn: its three control characters escaped, as Slack asks."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _quoted(text: str) -> str:
-    """An agent's words for Slack: escaped, in a code span (no formatting, no autolink); a
-    backtick would end the span, so it becomes an apostrophe."""
-    return f"`{_mrkdwn(text.replace('`', "'"))}`" if text else ""
-
-
-@dataclass(frozen=True)
-class _About:
-    """What a notification says, in each format: `title` and `text` plain (email, JSON),
-    `slack` in mrkdwn; `data` the JSON format's own fields; `actions` the Slack buttons and
-    email links of one held message."""
-
-    event: str
-    title: str
-    text: str
-    slack: str
-    link: str
-    data: dict[str, Any] = field(default_factory=dict)
-    escalation_id: int | None = None
-    can_act: bool = False
-
-
-def _about(note: Notification) -> _About:
-    """What a notification says. Every part that came from an agent is made plain here,
-    and escaped for Slack; only the hub's name, its link and the event are the hub's."""
-    escalation: Escalation | None = note.escalation
-    link = escalation_link(note.escalation_id)
-    hub = _one_line(settings.HUB_NAME, 100)
-    if escalation is None:
-        return _About(
-            event="test",
-            title=f"{hub}: test notification",
-            text=f"{hub} can reach you here. Escalations: {link}",
-            slack=f"{_mrkdwn(hub)} can reach you here. <{link}|Escalations>",
-            link=link,
-        )
-    what = "held message" if escalation.kind == EscalationKind.APPROVAL else "question"
-    said = _one_line(escalation.question or "", 300)
-    agent = _one_line(escalation.agent.slug, 100)
-    priority = _one_line(escalation.priority, 20)
-    phrase = NotifyEvent(note.event).label
-    deadline = escalation.deadline.strftime("%Y-%m-%d %H:%M UTC") if escalation.deadline else ""
-    when = f" (deadline {deadline})" if deadline else ""
-    title = f"{hub}: {priority} {what} from {agent} {phrase}"
-    slack_title = f"{_mrkdwn(hub)}: {_mrkdwn(priority)} {what} from {_mrkdwn(agent)} {phrase}"
-    return _About(
-        event=f"escalation.{note.event}",
-        title=title,
-        text=f"{title}: {said}{when} {link}",
-        slack=f"{slack_title}: {_quoted(said)}{when} <{_mrkdwn(link)}|open it>",
-        link=link,
-        data={"escalation": _escalation_data(escalation)},
-        escalation_id=escalation.pk,
-        can_act=escalation.kind == EscalationKind.APPROVAL
-        and escalation.status == EscalationStatus.PENDING
-        and note.event != NotifyEvent.EXPIRED,
-    )
-
-
-def _escalation_data(escalation: Escalation) -> dict[str, Any]:
-    return {
-        "id": escalation.pk,
-        "kind": escalation.kind,
-        "priority": escalation.priority,
-        "agent": escalation.agent.slug,
-        "taskId": escalation.task_id,
-        "question": escalation.question,
-        "reason": escalation.reason,
-        "status": escalation.status,
-        "deadline": escalation.deadline.isoformat() if escalation.deadline else None,
-        "link": escalation_link(escalation.pk),
-    }
-
-
-@dataclass
-class _Group:
-    """Items of one event, pair and kind in a digest."""
-
-    event: str
-    caller: str
-    target: str
-    kind: str
-    ids: list[int] = field(default_factory=list)
-    decided: int = 0
-    folds: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def link(self) -> str:
-        if len(self.ids) == 1:
-            return escalation_link(self.ids[0])
-        return inbox_link(pair=f"{self.caller}:{self.target}", kind=self.kind)
-
-    @property
-    def noun(self) -> str:
-        one = "held message" if self.kind == EscalationKind.APPROVAL else "question"
-        return one if len(self.ids) == 1 else f"{one}s"
-
-
-def _digest(notes: list[Notification]) -> _About:
-    """One message about many items: counts by event, pair and kind; identical items (the
-    same words, or the inbox's fold) folded into one line with their count."""
-    groups: dict[tuple[str, str, str, str], _Group] = {}
-    for note in notes:
-        escalation = note.escalation
-        if escalation is None:
-            continue
-        task = escalation.task
-        caller = task.caller.slug if task.caller is not None else ""
-        key = (note.event, caller, task.target.slug, escalation.kind)
-        group = groups.setdefault(key, _Group(*key))
-        group.ids.append(escalation.pk)
-        group.decided += escalation.status != EscalationStatus.PENDING
-        group.folds[_one_line(escalation.question or "", 200)] += 1
-    ordered = sorted(groups.values(), key=lambda g: (-len(g.ids), g.event, g.caller, g.target))
-    total = sum(len(g.ids) for g in ordered)
-    hub = _one_line(settings.HUB_NAME, 100)
-    title = f"{hub}: {total} escalation notices (digest)"
-    link = ordered[0].link if len(ordered) == 1 else inbox_link()
-    lines, slack_lines = [], []
-    for group in ordered[:GROUPS_SHOWN]:
-        caller, target = _one_line(group.caller, 100), _one_line(group.target, 100)
-        phrase = NotifyEvent(group.event).label
-        decided = f", {group.decided} decided since" if group.decided else ""
-        head = f"{len(group.ids)} {group.noun} {caller} -> {target} {phrase}{decided}"
-        folds = group.folds.most_common(FOLDS_SHOWN)
-        rest = len(group.folds) - len(folds)
-        more = f"; {rest} other different" if rest > 0 else ""
-        plain = "; ".join(f"{n} x {text}" for text, n in folds)
-        slack = "; ".join(f"{n} x {_quoted(text)}" for text, n in folds)
-        lines.append(f"- {head}: {plain}{more}\n  {group.link}")
-        slack_head = (
-            f"{len(group.ids)} {group.noun} {_mrkdwn(caller)} → {_mrkdwn(target)} {phrase}{decided}"
-        )
-        slack_lines.append(f"• {slack_head}: {slack}{more} <{_mrkdwn(group.link)}|open them>")
-    if len(ordered) > GROUPS_SHOWN:
-        hidden = sum(len(g.ids) for g in ordered[GROUPS_SHOWN:])
-        lines.append(f"- and {hidden} more in {len(ordered) - GROUPS_SHOWN} other groups")
-        slack_lines.append(f"• and {hidden} more in {len(ordered) - GROUPS_SHOWN} other groups")
-    text = f"{title}\n" + "\n".join(lines) + f"\nThe inbox: {inbox_link()}"
-    slack = f"{_mrkdwn(title)}\n" + "\n".join(slack_lines)
-    if len(ordered) > 1:
-        slack += f"\n<{_mrkdwn(inbox_link())}|Open the inbox>"
-    return _About(
-        event="escalation.digest",
-        title=title,
-        text=text,
-        slack=slack,
-        link=link,
-        data={
-            "count": total,
-            "groups": [
-                {
-                    "event": g.event,
-                    "caller": g.caller,
-                    "target": g.target,
-                    "kind": g.kind,
-                    "count": len(g.ids),
-                    "decided": g.decided,
-                    "link": g.link,
-                    "folds": [{"count": n, "text": t} for t, n in g.folds.most_common()],
-                    "escalations": g.ids,
-                }
-                for g in ordered
-            ],
-        },
-    )
 
 
 @dataclass
@@ -381,13 +175,13 @@ def _done(batch: Batch, error: str) -> None:
         )
 
 
-def _about_batch(batch: Batch) -> _About:
+def _about_batch(batch: Batch) -> About:
     if len(batch.notes) == 1:
-        return _about(batch.notes[0])
-    return _digest(batch.notes)
+        return about_note(batch.notes[0])
+    return digest_of(batch.notes)
 
 
-def _action_tokens(target: NotificationTarget, about: _About) -> dict[str, str]:
+def _action_tokens(target: NotificationTarget, about: About) -> dict[str, str]:
     """An email's signed Approve/Reject links, for its user (none without one)."""
     from a2a_core.services.notify_actions import action_link_token
 
@@ -403,7 +197,7 @@ def _action_tokens(target: NotificationTarget, about: _About) -> dict[str, str]:
     }
 
 
-def _send_email(target: NotificationTarget, about: _About) -> None:
+def _send_email(target: NotificationTarget, about: About) -> None:
     """A plain-text email; its subject one line (no header can be added through it)."""
     body = f"{about.text}\n\nOpen it: {about.link}\n"
     links = _action_tokens(target, about)
@@ -413,30 +207,13 @@ def _send_email(target: NotificationTarget, about: _About) -> None:
             "(each link works once, for you only, after you log in; it asks you to confirm)\n"
         )
     EmailMessage(
-        subject=_one_line(about.title, 200),
+        subject=one_line(about.title, 200),
         body=body,
         to=[target.address],
     ).send(using="default")
 
 
-def _slack_blocks(about: _About) -> list[dict[str, Any]]:
-    """Block Kit for one held message: its text, and Approve/Reject buttons whose clicks
-    come back to the hub's Slack callback (value: the escalation's id)."""
-    section = {"type": "section", "text": {"type": "mrkdwn", "text": about.slack[:3000]}}
-    buttons = [
-        {
-            "type": "button",
-            "action_id": action,
-            "text": {"type": "plain_text", "text": action.capitalize()},
-            "style": style,
-            "value": str(about.escalation_id),
-        }
-        for action, style in (("approve", "primary"), ("reject", "danger"))
-    ]
-    return [section, {"type": "actions", "elements": buttons}]
-
-
-def _webhook_request(target: NotificationTarget, about: _About) -> tuple[bytes, dict[str, str]]:
+def _webhook_request(target: NotificationTarget, about: About) -> tuple[bytes, dict[str, str]]:
     if target.format == WebhookFormat.JSON:
         data: dict[str, Any] = {"event": about.event, "text": about.text, "link": about.link}
         data.update(about.data)
@@ -444,7 +221,7 @@ def _webhook_request(target: NotificationTarget, about: _About) -> tuple[bytes, 
         return raw, {"Content-Type": "application/json", HEADER: sign(raw, target.secret)}
     slack: dict[str, Any] = {"text": about.slack}
     if about.can_act and settings.HUB_SLACK_SIGNING_SECRET:
-        slack["blocks"] = _slack_blocks(about)
+        slack["blocks"] = slack_blocks(about)
     raw = json.dumps(slack, ensure_ascii=False).encode()
     return raw, {"Content-Type": "application/json"}
 

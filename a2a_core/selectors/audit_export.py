@@ -37,7 +37,7 @@ from a2a_core.selectors.audit import (
     matching,
     walk,
 )
-from a2a_core.selectors.escalations import edits_of_messages
+from a2a_core.selectors.edit_diffs import edits_of_messages
 from a2a_core.selectors.task_wire import iso
 
 # Exports read this many messages per query, so no export ever holds more in memory.

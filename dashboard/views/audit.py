@@ -31,7 +31,7 @@ from a2a_core.selectors.audit import (
     message_get,
 )
 from a2a_core.selectors.audit_export import audit_log_chunk, training_chunk
-from a2a_core.selectors.escalations import edits_of_messages
+from a2a_core.selectors.edit_diffs import edits_of_messages
 from a2a_core.services.audit import audit_record
 from dashboard.http import HtmxHttpRequest, actor
 from dashboard.roles import viewer_required

@@ -23,16 +23,15 @@ from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import Escalation, EscalationKind, EscalationStatus
 from a2a_core.schemas.a2a import holds_lone_surrogate, holds_nul
 from a2a_core.selectors.escalations import (
-    Cursor,
     EscalationCard,
     EscalationInbox,
-    InboxFilter,
     escalation_card,
     escalation_filter_options,
     escalation_inbox,
     escalation_page,
     matching_pending,
 )
+from a2a_core.selectors.inbox_filter import Cursor, InboxFilter
 from a2a_core.services import escalation_triage as triage
 from a2a_core.services import escalations as escalation_services
 from dashboard.http import HtmxHttpRequest, actor

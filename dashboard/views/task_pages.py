@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 
 from a2a_core.errors import NotFound
 from a2a_core.models import Agent
-from a2a_core.selectors.escalations import edit_diff
+from a2a_core.selectors.edit_diffs import edit_diff
 from a2a_core.selectors.task_views import BoardFilter, conversation, task_board, task_detail
 from dashboard.chain import chain_graph
 from dashboard.http import HtmxHttpRequest

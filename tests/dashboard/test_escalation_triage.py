@@ -82,7 +82,8 @@ def test_sort_by_deadline_puts_the_soonest_first():
 
     from django.utils import timezone
 
-    from a2a_core.selectors.escalations import InboxFilter, escalation_inbox
+    from a2a_core.selectors.escalations import escalation_inbox
+    from a2a_core.selectors.inbox_filter import InboxFilter
 
     late, soon = held("late"), held("soon", caller="beta")
     Escalation.objects.filter(pk=soon.pk).update(deadline=timezone.now() + timedelta(minutes=2))
@@ -122,7 +123,8 @@ def test_grouping_by_agent_and_by_chain(as_role):
 
 
 def test_a_group_counts_its_escalations_past_the_pages_limit():
-    from a2a_core.selectors.escalations import InboxFilter, escalation_inbox
+    from a2a_core.selectors.escalations import escalation_inbox
+    from a2a_core.selectors.inbox_filter import InboxFilter
 
     for i in range(3):
         held(f"deploy {i}", caller="alpha")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from a2a_core.models import Escalation, EscalationStatus, Message
-from a2a_core.selectors.escalations import CARDS_UP_TO, LIST_PAGE
+from a2a_core.selectors.inbox_filter import CARDS_UP_TO, LIST_PAGE
 from a2a_core.services.escalations import escalation_approve
 from tests.dashboard.test_escalations import post
 from tests.factories import held_escalation as held
@@ -191,7 +191,8 @@ def test_a_question_has_a_page_too_and_an_unknown_one_is_not_found(as_role):
 def test_the_dense_list_reads_a_fixed_number_of_queries_whatever_the_page(
     as_role, many, django_assert_max_num_queries
 ):
-    from a2a_core.selectors.escalations import Cursor, escalation_inbox
+    from a2a_core.selectors.escalations import escalation_inbox
+    from a2a_core.selectors.inbox_filter import Cursor
 
     with django_assert_max_num_queries(12):
         inbox = escalation_inbox(cursor=Cursor(after=many[-40].pk))
