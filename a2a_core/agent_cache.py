@@ -95,12 +95,6 @@ def forget(*, agent_id: int | None = None, slug: str | None = None) -> None:
                 del index[key]
 
 
-def clear() -> None:
-    with _lock:
-        _by_slug.clear()
-        _by_token.clear()
-
-
 def on_event(group: str, payload: dict[str, Any]) -> None:
     """Event listener: forget an agent whenever something about it changed."""
     if group == "agents" and isinstance(event := parse_event(payload), AgentChanged):

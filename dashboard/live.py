@@ -163,11 +163,6 @@ def feed_row(row: FeedRow) -> Row:
 _slugs: dict[int, str] = {}
 
 
-def forget_agents() -> None:
-    """Forget the agents' slugs (a database emptied under a running process: tests)."""
-    _slugs.clear()
-
-
 def _learn_slugs(items: Iterable[MessageItem]) -> None:
     """Read the slugs of the agents these items name, the first time only."""
     ids = {

@@ -179,21 +179,9 @@ def _no_vacuums_in_this_process() -> Iterator[None]:
 def _fresh_shared_state() -> None:
     """Each test starts with no cached agents or policy and no rate windows or breakers
     (the database is reset between tests; Redis and process memory are not)."""
-    from a2a_core import agent_cache, jwks
-    from a2a_core.delivery.endpoint import forget_slots
-    from a2a_core.services.policy import forget_cached
-    from a2a_core.storage.policy_state import policy_state
-    from a2a_core.storage.redis_state import RedisState
-    from dashboard import live
+    from tests.process_state import forget_process_state
 
-    agent_cache.clear()
-    jwks.forget()
-    forget_slots()
-    live.forget_agents()
-    forget_cached()
-    state = policy_state()
-    if isinstance(state, RedisState):
-        state.reset()
+    forget_process_state()
 
 
 @pytest.fixture

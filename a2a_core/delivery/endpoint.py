@@ -435,13 +435,6 @@ def forwarder() -> EndpointForwarder:
     return found
 
 
-def forget_slots() -> None:
-    """Count every forwarder's calls afresh (a database was reset under them: tests). Calls
-    under way release the slots they took."""
-    for found in _forwarders.values():
-        found.slots = Slots(shared=shared_slots())
-
-
 async def close_forwarder() -> None:
     found = _forwarders.pop(asyncio.get_running_loop(), None)
     if found is not None:

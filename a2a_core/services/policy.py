@@ -174,10 +174,3 @@ def incoming_concurrent(slug: str) -> int | None:
 def invalidate() -> None:
     global _checked_at
     _checked_at = 0.0
-
-
-def forget_cached() -> None:
-    """Drop the cached policy entirely (a database was reset under it: tests)."""
-    global _cached, _checked_at
-    with _lock:
-        _cached, _checked_at = None, 0.0

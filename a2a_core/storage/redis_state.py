@@ -269,8 +269,3 @@ class RedisState(PolicyState):
             keys=[key], args=[now, breaker.failure_threshold, now + breaker.cooldown_seconds]
         )
         return str(result)
-
-    def reset(self) -> None:
-        """Forget every counter and breaker (tests)."""
-        for key in self.redis.scan_iter(self.prefix + "*"):
-            self.redis.delete(key)

@@ -28,7 +28,6 @@ from a2a.types import a2a_pb2_grpc
 from a2a.types.a2a_pb2 import ListTasksRequest
 from django.db import connection
 
-from a2a_core import agent_cache
 from a2a_core.asyncdb import db
 from a2a_core.models import AgentStatus
 from a2a_core.services.agents import agent_set_presence
@@ -38,6 +37,7 @@ from tests.a2a_core.cli.test_serve_workers import ESTABLISHED, owner_counts
 from tests.a2a_core.inbox.test_inbox_agents import inbox_agent
 from tests.conftest import _close_database_connections
 from tests.factories import register
+from tests.process_state import forget_cached_agents
 
 pytestmark = pytest.mark.live
 
@@ -238,7 +238,7 @@ async def test_a_change_another_process_commits_reaches_the_embedded_hub_within_
     probe = Probe(grpc_hub.url, f"127.0.0.1:{hub_grpc_port}", alpha)
     try:
         inbox = await open_inbox(grpc_hub.url, duc)
-        agent_cache.clear()  # the hub reads the agents just before the change: the worst case
+        forget_cached_agents()  # the hub reads the agents just before the change: the worst case
         assert await probe.answers() == ("ok", 200, grpc.StatusCode.OK)
         await commit_change(other)
         await queue_work(grpc_hub.url, bravo, command)

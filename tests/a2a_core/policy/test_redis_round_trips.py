@@ -14,6 +14,7 @@ import redis
 from a2a_core.storage.policy_state import policy_state
 from a2a_core.storage.redis_state import RedisState
 from tests.a2a_core.protocol.helpers import request, send
+from tests.process_state import forget_redis_state
 
 pytestmark = pytest.mark.live
 
@@ -41,9 +42,9 @@ def redis_policy(settings: Any) -> Iterator[type[_CountingConnection]]:
     state = policy_state()
     assert isinstance(state, RedisState)
     state.redis.connection_pool.connection_class = _CountingConnection
-    state.reset()
+    forget_redis_state(state)
     yield _CountingConnection
-    state.reset()
+    forget_redis_state(state)
     state.redis.close()
     policy_state.cache_clear()
 
