@@ -22,9 +22,11 @@ import os
 import random
 import re
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -469,8 +471,23 @@ def report(label: str, samples: list[float], note: str = "") -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+@dataclass
+class Filled:
+    """A fresh database filled by `populate`, and a viewer logged in to read it."""
+
+    args: argparse.Namespace
+    client: Any
+    # A one-day range three days before the newest message, and two agents that talk.
+    since: str
+    until: str
+    agent: str
+    other: str
+
+
+def fill_and_log_in(name: str, username: str) -> Filled:
+    """The command line every page bench takes (--messages, --agents, --runs, --seed), a fresh
+    database filled with that many messages, and a viewer logged in."""
+    parser = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--runs", type=int, default=7)
@@ -478,11 +495,10 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-    tmp = django_with_fresh_db("audit")
+    tmp = django_with_fresh_db(name)
     from django.db import connection
     from django.test import Client
 
-    from a2a_core.models import Message
     from a2a_core.services.users import user_create
 
     print(f"populating {args.messages:,} messages among {args.agents} agents ({connection.vendor})")
@@ -495,11 +511,24 @@ def main() -> None:
     gc.freeze()
 
     client = Client()
-    client.force_login(user_create(username="auditor", password="bench-password-1", role="viewer"))
+    client.force_login(user_create(username=username, password="bench-password-1", role="viewer"))
     newest: datetime = made["newest"]
-    since = (newest - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M")
-    until = (newest - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
-    agent, other = made["slugs"][3], made["slugs"][7]
+    return Filled(
+        args=args,
+        client=client,
+        since=(newest - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M"),
+        until=(newest - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M"),
+        agent=made["slugs"][3],
+        other=made["slugs"][7],
+    )
+
+
+def main() -> None:
+    filled = fill_and_log_in("audit", "auditor")
+    from a2a_core.models import Message
+
+    client, args = filled.client, filled.args
+    since, until, agent, other = filled.since, filled.until, filled.agent, filled.other
 
     cold, _ = get(client, "/audit/")
     print(f"\nfirst audit page, first request of a fresh process: {cold:.1f} ms")

@@ -13,47 +13,16 @@ most `WINDOW` traces a page. Figures are printed, never asserted.
 
 from __future__ import annotations
 
-import argparse
-import gc
-import os
-import random
 import re
 import statistics
-import time
-from datetime import datetime, timedelta
 
-from _setup import django_with_fresh_db
-from audit_page import get, populate, report, sample
+from audit_page import fill_and_log_in, get, report, sample
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--agents", type=int, default=50)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=3)
-    args = parser.parse_args()
-
-    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-    tmp = django_with_fresh_db("traces")
-    from django.db import connection
-    from django.test import Client
-
-    from a2a_core.services.users import user_create
-
-    print(f"populating {args.messages:,} messages among {args.agents} agents ({connection.vendor})")
-    start = time.perf_counter()
-    made = populate(args.messages, args.agents, random.Random(args.seed))
-    print(f"populated in {time.perf_counter() - start:.0f} s ({tmp})")
-    gc.collect()
-    gc.freeze()
-
-    client = Client()
-    client.force_login(user_create(username="engineer", password="bench-password-1", role="viewer"))
-    newest: datetime = made["newest"]
-    since = (newest - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M")
-    until = (newest - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
-    agent, other = made["slugs"][3], made["slugs"][7]
+    filled = fill_and_log_in("traces", "engineer")
+    client, args = filled.client, filled.args
+    since, until, agent, other = filled.since, filled.until, filled.agent, filled.other
 
     cold, _ = get(client, "/traces/")
     print(f"\nfirst trace list page, first request of a fresh process: {cold:.1f} ms")
