@@ -291,7 +291,8 @@ def _not_found(task: Followed) -> tuple[str, str]:
     if task.keeps_tasks:
         return (
             f"the hub lost this delivery before {slug} received it (its server process "
-            "stopped); send it again",
+            "stopped); send it again with a new messageId (this one is answered with this "
+            "failed task)",
             NOT_RECEIVED,
         )
     if task.keeps_tasks is False:

@@ -222,7 +222,7 @@ async def test_a_lost_delivery_the_agent_never_received_fails_saying_to_send_it_
     failed = await _lost_delivery(hub, sdk, settings, first="echo hello")
     assert failed.reason == (
         "the hub lost this delivery before echo received it (its server process stopped); "
-        "send it again"
+        "send it again with a new messageId (this one is answered with this failed task)"
     )
     assert failed.status_message["metadata"] == {"a2aHub": {"delivery": "notReceived"}}
 
