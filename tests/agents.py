@@ -144,6 +144,8 @@ class ScriptedExecutor(AgentExecutor):
             await updater.add_artifact([new_text_part(f"answer: {text}")], name="answer")
             await updater.complete()
             return
+        if command == "resubmit":  # says submitted again before it starts, as some agents do
+            await updater.submit()
         await updater.start_work()
         if command == "ask":
             await updater.requires_input(

@@ -175,11 +175,20 @@ class Recording:
             (self.task.pk, self.task.event_seq, kind, state, payload, timezone.now())
         )
 
-    def status(self, status: dict[str, Any], *, reason: str = "", metadata: Any = None) -> bool:
+    def status(
+        self,
+        status: dict[str, Any],
+        *,
+        reason: str = "",
+        metadata: Any = None,
+        streamed: bool = False,
+    ) -> bool:
         """Apply an agent-reported status; False if it changes nothing or the state machine
         refuses it (the task stays as it was). `metadata`: the status update event's, relayed
         on the recorded event and merged into the task's (as the a2a-sdk's task store does),
-        so an update that only carries metadata is recorded too."""
+        so an update that only carries metadata is recorded too. `streamed`: a status update
+        event the agent streamed; one that changes nothing is still recorded as an event, so
+        streams relay it as the agent sent it."""
         task = self.task
         try:
             state = state_from_wire(str(status.get("state", "")))
@@ -195,10 +204,14 @@ class Recording:
         if state == TaskState.SUBMITTED and task.state not in TERMINAL_STATES:
             # Where each of the agent's tasks begins: nothing new for the hub, whose task may
             # be further on already (a held message approved is working when it is delivered).
+            if streamed and task.state == TaskState.SUBMITTED:
+                self.event(TaskEventKind.STATUS, status_update(task), state)
             return False
         if state == task.state and (
             state in TERMINAL_STATES or not (isinstance(message, dict) or metadata)
         ):
+            if streamed and state not in TERMINAL_STATES:
+                self.event(TaskEventKind.STATUS, status_update(task), state)
             return False
         try:
             check_transition(task.pk, task.state, state)

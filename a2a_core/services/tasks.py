@@ -133,7 +133,7 @@ def _apply(work: UnitOfWork, op: Record) -> Any:
         elif "statusUpdate" in event:
             update = event["statusUpdate"]
             rec.learn_remote_ids(update.get("taskId"), update.get("contextId"))
-            rec.status(update.get("status") or {}, metadata=update.get("metadata"))
+            rec.status(update.get("status") or {}, metadata=update.get("metadata"), streamed=True)
         elif "artifactUpdate" in event:
             update = event["artifactUpdate"]
             rec.learn_remote_ids(update.get("taskId"), update.get("contextId"))

@@ -173,6 +173,37 @@ async def test_a_stream_relays_every_event_s_metadata_as_the_agent_streamed_it(h
     assert received_by_agent(agent) == [(CALLER_MESSAGE, CALLER_REQUEST)] * 2
 
 
+async def test_a_stream_relays_a_status_that_changes_nothing_as_the_agent_streamed_it(hub, sdk):
+    # The agent answers with its task (submitted), says submitted once more, then works: the
+    # caller through the hub gets the same events after the first as the agent's own caller.
+    agent, _, _ = await hub.endpoint_agent("echo")
+    _, token = await hub.caller("alpha")
+    client = await sdk("echo", token, streaming=True)
+    direct = await direct_client(hub, agent.url, streaming=True)
+
+    through = await collect(client.send_message(request("resubmit now")))
+    straight = await collect(direct.send_message(request("resubmit now")))
+
+    def kinds(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [
+            ("status", e["statusUpdate"]["status"]["state"])
+            if "statusUpdate" in e
+            else ("artifact", e["artifactUpdate"]["artifact"]["parts"][0]["text"])
+            for e in events[1:]
+        ]
+
+    assert (
+        kinds(through)
+        == kinds(straight)
+        == [
+            ("status", "TASK_STATE_SUBMITTED"),
+            ("status", "TASK_STATE_WORKING"),
+            ("artifact", "echo: resubmit now"),
+            ("status", "TASK_STATE_COMPLETED"),
+        ]
+    )
+
+
 async def test_subscribers_and_push_notifications_get_the_agent_s_event_metadata(
     hub, sdk, settings
 ):
