@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Any
 
 from a2a.types.a2a_pb2 import Message, SendMessageRequest, Task
 from a2a.utils.errors import UnsupportedOperationError
@@ -125,10 +126,14 @@ async def _task_now(accepted: Accepted, history_length: int | None) -> Task:
     return wire_task(view)
 
 
-def _reply(answer: Message, accepted: Accepted) -> Message:
-    """An agent's direct answer as the caller sees it: the hub's context, no task."""
+def _reply(answer: Message, accepted: Accepted, parts: Any = None) -> Message:
+    """An agent's direct answer as the caller sees it: the hub's context, no task; `parts`:
+    as the hub recorded them, when its content rules redacted them."""
     reply = Message()
     reply.CopyFrom(answer)
+    if parts is not None:
+        reply.ClearField("parts")
+        reply.parts.extend(ParseDict({"parts": parts}, Message()).parts)
     reply.context_id = accepted.context_id
     reply.task_id = ""
     if HUB_METADATA in reply.metadata:
@@ -285,10 +290,18 @@ async def _forward_blocking(
                 await record_outcome(target, accepted, True)
                 if answer.HasField("message"):
                     reply = MessageToDict(answer.message)
-                    await record(Reply(accepted.task_id, reply, message_ref(accepted, call.times)))
+                    recorded = await record(
+                        Reply(accepted.task_id, reply, message_ref(accepted, call.times))
+                    )
                     timeline.mark("record")
                     tracing.call_split(accepted.task_id, call.times, judge_us=accepted.judge_us)
-                    return _reply(answer.message, accepted)
+                    if isinstance(recorded, dict) and "status" in recorded:
+                        # A content rule refused the answer: the caller gets the failed task.
+                        return wire_task(recorded)
+                    redacted = isinstance(recorded, dict) and recorded.get("parts") != reply.get(
+                        "parts"
+                    )
+                    return _reply(answer.message, accepted, recorded["parts"] if redacted else None)
                 remote = MessageToDict(answer.task)
                 view = await record(
                     Snapshot(

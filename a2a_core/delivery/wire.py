@@ -48,9 +48,13 @@ def checked_history_length(value: Any, has: bool) -> int | None:
 
 def forwarded(original: Message, accepted: Accepted) -> Message:
     """The caller's message as it goes on to an endpoint agent: the agent's own task and
-    context ids, and the hub's fields under `metadata.a2aHub`."""
+    context ids, and the hub's fields under `metadata.a2aHub`; with its parts as the content
+    rules redacted them, if they did."""
     message = Message()
     message.CopyFrom(original)
+    if accepted.redacted_parts is not None:
+        message.ClearField("parts")
+        message.parts.extend(ParseDict({"parts": accepted.redacted_parts}, Message()).parts)
     message.task_id = accepted.remote_task_id
     message.context_id = accepted.remote_context_id
     message.metadata.update({HUB_METADATA: accepted.hub_fields})

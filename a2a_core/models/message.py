@@ -107,6 +107,12 @@ class Message(models.Model):
     redirected_to = models.ForeignKey(
         Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
     )
+    # What the policy's content rules found (rule, kind, where, span; never the matched
+    # text): `parts` is stored with each finding masked.
+    content_findings = models.JSONField(null=True, blank=True)
+    # A message a content rule held: its original parts, sealed (`a2a_core.sealed`), for the
+    # human who may approve it; delivered only then.
+    sealed_parts = models.TextField(blank=True, default="")
 
     delivery_state = models.CharField(
         max_length=16, choices=DeliveryState, default=DeliveryState.PENDING

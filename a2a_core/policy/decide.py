@@ -10,6 +10,11 @@ deterministic and tested in isolation. The checks, in order (the first that appl
  5. denied_by_matrix    a matrix rule (or the default) denies the pair, kind or skill
  6. hop_limit           the delegation chain would grow past max_hops
  7. loop_detected       the target is already on the chain (A -> B -> A)
+ 7b. content_rejected / content_held
+                        a content rule finds what it looks for in the message (a secret, a
+                        card number, a pattern...) and rejects it or holds it for a human; a
+                        rule that redacts lets it go on (reason content_redacted when nothing
+                        else holds or redirects it), its matches replaced
  8. rate_limit_*        the caller's minute/hour/concurrency limits, the target's incoming limit
     queue_full          an inbox target has as many deliveries waiting as its queue holds
  9. target_suspended / target_offline / circuit_open
@@ -26,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from a2a_core.policy.content import ContentRules, Finding, Hit, content_verdict
 from a2a_core.schemas.policy import ANY, ApprovalRule, MatrixRule, Policy, RateLimits, RedirectRule
 
 ActionName = Literal["deliver", "hold", "redirect", "reject"]
@@ -48,6 +54,9 @@ REASONS = (
     "circuit_open",
     "redirected",
     "approval_required",
+    "content_rejected",
+    "content_held",
+    "content_redacted",
     "ok",
 )
 
@@ -74,6 +83,8 @@ class Facts:
     # A new task (not a message continuing one): only new tasks count towards concurrency,
     # need approval or can be redirected.
     new_task: bool = True
+    # What the detectors found in the message's parts (`policy.content.content_scan`).
+    content: tuple[Hit, ...] = ()
 
     @property
     def hop(self) -> int:
@@ -130,6 +141,9 @@ class Decision:
     approval: ApprovalRule | None = None
     # The target's breaker is half-open and this message is its trial call.
     probe: bool = False
+    # What content rules matched: stored and shown masked, delivered redacted unless a
+    # human approves a held message.
+    content: tuple[Finding, ...] = ()
 
     @property
     def delivers(self) -> bool:
@@ -161,6 +175,7 @@ class CompiledPolicy:
         for rule in policy.matrix:
             self._matrix.setdefault((rule.caller, rule.target), []).append(rule)
         self._limits = dict(policy.agent_limits)
+        self.content = ContentRules(policy.content_rules)
 
     def matrix_rule(self, caller: str, target: str, kind: str, skill: str) -> MatrixRule | None:
         """The most specific rule that applies to the pair; None when none does."""
@@ -313,6 +328,32 @@ def _matrix_approval(matrix: str, caller: str) -> ApprovalRule:
     )
 
 
+def _content(facts: Facts, policy: CompiledPolicy) -> tuple[Decision | None, tuple[Finding, ...]]:
+    """The content step (7b): a refusal or a hold when a content rule says so, and the
+    findings to mask either way."""
+    if not facts.content:
+        return None, ()
+    verdict = content_verdict(
+        facts.content,
+        policy.content,
+        direction="request",
+        caller=facts.caller,
+        target=facts.target,
+        kind=facts.kind,
+        skill=facts.skill,
+    )
+    if verdict.action == "reject":
+        detail = f"content rule {verdict.rule!r} found {verdict.kind}"
+        if verdict.reason:
+            detail = f"{detail}: {verdict.reason}"
+        return Decision("reject", "content_rejected", detail, content=verdict.findings), ()
+    if verdict.action == "hold":
+        detail = f"content rule {verdict.rule!r} found {verdict.kind}"
+        held = Decision("hold", "content_held", detail, facts.target, content=verdict.findings)
+        return held, ()
+    return None, verdict.findings
+
+
 def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
     """Judge one message. See the module docstring for the checks and their order."""
     rules = policy.policy
@@ -339,6 +380,9 @@ def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
     if rules.loop_detection and facts.target in facts.chain:
         path = " -> ".join((*facts.chain, facts.target))
         return _reject("loop_detected", f"{facts.target} is already on this chain: {path}")
+    stopped, redacted = _content(facts, policy)
+    if stopped is not None:
+        return stopped
 
     target_limits = policy.limits_for(facts.target)
     limited = _rate_limit(facts, ctx.usage, policy.limits_for(facts.caller), target_limits)
@@ -372,22 +416,46 @@ def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
                 f"{detail}; to be redirected to {other.slug} ({other.why}): {approval.name}",
                 other.slug,
                 approval=approval,
+                content=redacted,
             )
         return Decision(
             "redirect",
             "redirected",
             f"{detail}; redirected to {other.slug} ({other.why})",
             other.slug,
+            content=redacted,
         )
 
     if facts.new_task:
         if action == "approve":
             rule = _matrix_approval(why, facts.caller)
-            return Decision("hold", "approval_required", rule.name, facts.target, approval=rule)
+            return Decision(
+                "hold",
+                "approval_required",
+                rule.name,
+                facts.target,
+                approval=rule,
+                content=redacted,
+            )
         approval = policy.approval_for(facts)
         if approval is not None:
             return Decision(
-                "hold", "approval_required", approval.name, facts.target, approval=approval
+                "hold",
+                "approval_required",
+                approval.name,
+                facts.target,
+                approval=approval,
+                content=redacted,
             )
     probe = breaker.state == "half_open" and breaker.probe_available
+    if redacted:
+        detail = ", ".join(sorted({f"{f.kind} by {f.rule!r}" for f in redacted}))
+        return Decision(
+            "deliver",
+            "content_redacted",
+            f"redacted {detail}",
+            facts.target,
+            probe=probe,
+            content=redacted,
+        )
     return Decision("deliver", "ok", target=facts.target, probe=probe)

@@ -2,8 +2,8 @@
 
 Everything an admin can change is here: the routing kill switch, who may route to whom (a
 matrix of caller -> target rules with a default), rate limits, the hop limit and loop
-detection, circuit breakers, approval rules and redirect rules. Agent ids are slugs; `*`
-matches any agent.
+detection, circuit breakers, approval rules, redirect rules and content rules (what a message
+or an answer may carry: `a2a_core.policy.content`). Agent ids are slugs; `*` matches any agent.
 """
 
 from __future__ import annotations
@@ -131,6 +131,59 @@ class RedirectRule(Strict):
         return [value] if isinstance(value, str) else value
 
 
+Detect = Literal["secrets", "card", "iban", "email", "phone", "pattern"]
+ContentDirection = Literal["request", "answer", "both"]
+ContentAction = Literal["hold", "redact", "reject"]
+# A custom pattern: RE2 syntax (linear time, no backreferences or lookarounds).
+MAX_PATTERN_CHARS = 500
+MAX_CONTENT_RULES = 200
+
+
+class ContentRule(_KindsAndSkills):
+    """What a message (`direction` request), an agent's answer (answer) or both may not carry:
+    a secret (Yelp's detect-secrets plugins), a card number (Luhn checksum), an IBAN (its check
+    digits), an email address, a phone number, or a custom `pattern` (RE2). Scoped like the
+    other rules by callers, targets, kinds and skills (empty: any); for an answer, the caller
+    is the agent that asked and the target the one answering. `action`: hold the message for
+    a human (requests only: nobody waits to approve an answer mid-call), redact each match
+    (`[redacted: <kind>]`), or reject it with `reason`. `examples`: strings the rule must
+    find, shown in the editor and checked here."""
+
+    name: Annotated[str, Field(min_length=1, max_length=80)]
+    detect: Detect
+    pattern: str | None = Field(default=None, min_length=1, max_length=MAX_PATTERN_CHARS)
+    direction: ContentDirection = "request"
+    callers: list[Pattern] = Field(default_factory=list)
+    targets: list[Pattern] = Field(default_factory=list)
+    action: ContentAction = "redact"
+    reason: str = Field(default="", max_length=300)
+    examples: list[Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
+        default_factory=list, max_length=20
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ContentRule:
+        # Imported here: the detectors import this module's types.
+        from a2a_core.policy.content import compile_pattern, rule_finds
+
+        if (self.detect == "pattern") != (self.pattern is not None):
+            raise ValueError("`pattern` is required with detect 'pattern', and only with it")
+        if self.pattern is not None:
+            compile_pattern(self.pattern)  # ValueError with RE2's message
+        if self.action == "hold" and self.direction != "request":
+            raise ValueError(
+                "an answer cannot be held (nobody waits to approve it mid-call): use redact "
+                "or reject, or direction 'request'"
+            )
+        for number, example in enumerate(self.examples):
+            if not rule_finds(self, example):
+                raise ValueError(
+                    f"example {number} ({example[:40]!r}) does not match this rule's "
+                    f"{self.detect} detector"
+                )
+        return self
+
+
 def _default_approvals() -> list[ApprovalRule]:
     return [ApprovalRule(name="escalations need a human", kinds=["escalation"])]
 
@@ -151,6 +204,15 @@ class Policy(Strict):
     breaker: Breaker = Field(default_factory=Breaker)
     approvals: list[ApprovalRule] = Field(default_factory=_default_approvals, max_length=1000)
     redirects: list[RedirectRule] = Field(default_factory=_default_redirects, max_length=1000)
+    content_rules: list[ContentRule] = Field(default_factory=list, max_length=MAX_CONTENT_RULES)
+
+    @model_validator(mode="after")
+    def _content_names_unique(self) -> Policy:
+        names = [rule.name for rule in self.content_rules]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"content rule names must be unique; repeated: {twice}")
+        return self
 
     def as_document(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

@@ -28,6 +28,7 @@ from a2a_core.models import (
     Task,
 )
 from a2a_core.policy import clock
+from a2a_core.policy.content import Hit, content_scan
 from a2a_core.policy.decide import (
     CLOSED,
     AgentState,
@@ -122,6 +123,22 @@ class _Known:
             if len(found[skill]) < MAX_SKILL_SHARERS:
                 found[skill].append(slug)
         self.by_skill.update({skill: tuple(slugs) for skill, slugs in found.items()})
+
+
+def message_content(
+    message: Mapping[str, Any], *, caller: str, target: str, kind: str, skill: str
+) -> tuple[Hit, ...]:
+    """What the detectors of the content rules that apply to this request find in it: the
+    `content` of its Facts (the scan is pure and runs before `decide`, which stays cheap)."""
+    return content_scan(
+        message,
+        current_policy().content,
+        direction="request",
+        caller=caller,
+        target=target,
+        kind=kind,
+        skill=skill,
+    )
 
 
 # Redirect candidates considered per skill (the first by agent id, alphabetically).

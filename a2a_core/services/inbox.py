@@ -43,6 +43,7 @@ from a2a_core.schemas.a2a import without_hub_metadata
 from a2a_core.schemas.events import InboxCanceled, InboxWake
 from a2a_core.selectors.task_wire import message_view
 from a2a_core.services.agents import agent_set_presence
+from a2a_core.services.content import approved_parts
 from a2a_core.services.tasks import Failure, tasks_record
 
 # Delivery states that still move forward.
@@ -72,6 +73,8 @@ def delivery_frame(delivery: Delivery) -> dict[str, Any]:
     message = delivery.message
     task = delivery.task
     wire = message_view(message, task)
+    if message.sealed_parts:
+        wire["parts"] = approved_parts(message)
     return {
         "type": "delivery",
         "deliveryId": delivery.pk,

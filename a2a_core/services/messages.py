@@ -26,12 +26,15 @@ from a2a_core.models import (
     Task,
     TaskState,
 )
+from a2a_core.policy.content import redact
 from a2a_core.policy.decide import Facts
 from a2a_core.schemas.a2a import hub_metadata
 from a2a_core.schemas.events import TrafficItem
+from a2a_core.sealed import seal
 from a2a_core.selectors.message_retries import EarlierCopy, RetryKey, message_earlier_copies
 from a2a_core.services.classify import classify, message_item, message_row
-from a2a_core.services.decisions import Decided, decide_batch
+from a2a_core.services.content import approved_parts
+from a2a_core.services.decisions import Decided, decide_batch, message_content
 from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
@@ -87,6 +90,8 @@ class Accepted:
     # `a2a_core.call_times`.
     judged_ns: int = 0
     judge_us: int = 0
+    # Content rules redacted the message: its parts as the agent gets them.
+    redacted_parts: list[dict[str, Any]] | None = None
 
 
 def _hub_fields(task: Task, caller: Agent, replay: Any = None) -> dict[str, Any]:
@@ -170,6 +175,7 @@ def _accepted(
     replay: Any = None,
     judged_ns: int = 0,
     judge_us: int = 0,
+    redacted_parts: list[dict[str, Any]] | None = None,
 ) -> Accepted:
     """What the dispatcher needs about an accepted message: from its row, or from the earlier
     copy when this one is a retry."""
@@ -197,12 +203,21 @@ def _accepted(
         watch_breaker=watch_breaker,
         judged_ns=judged_ns,
         judge_us=judge_us,
+        redacted_parts=redacted_parts,
     )
 
 
 def _facts(plan_item: Inbound, task: Task, created: bool, kind: str, envelope: Any) -> Facts:
     chain = tuple(task.path[:-1]) if task.path else (plan_item.caller.slug,)
+    content = message_content(
+        plan_item.message,
+        caller=plan_item.caller.slug,
+        target=plan_item.target.slug,
+        kind=kind,
+        skill=task.skill,
+    )
     return Facts(
+        content=content,
         caller=plan_item.caller.slug,
         target=plan_item.target.slug,
         kind=kind,
@@ -223,18 +238,41 @@ def _resumes_inbox_task(plan: _Plan) -> bool:
     )
 
 
+def _masked(plan: _Plan, judged: Decided) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The message as the hub stores and shows it (content rules' findings masked), and the
+    row's content fields: the findings (never the text they matched) and, for a message held
+    by a content rule, its original parts sealed for the human who may approve them."""
+    content = judged.decision.content
+    if not content:
+        return plan.item.message, {}
+    masked = redact(plan.item.message, content)
+    fields: dict[str, Any] = {"content_findings": [f.as_record() for f in content]}
+    if judged.decision.reason == "content_held":
+        fields["sealed_parts"] = seal({"parts": plan.item.message.get("parts") or []})
+    return masked, fields
+
+
 def _row(plan: _Plan, task: Task | None, judged: Decided) -> Message:
     decision = judged.decision
     item = plan.item
     redirected = decision.action == "redirect"
+    message, content = _masked(plan, judged)
+    envelope, summary = plan.envelope, plan.summary
+    if content:
+        try:
+            _, envelope, summary = classify(message, default_kind="request")
+        except HubError:
+            # The masked envelope no longer fits its schema: keep the masked data, say less.
+            envelope, summary = None, f"{plan.kind} (redacted)"
     return message_row(
-        item.message,
+        message,
         role="user",
         direction=Direction.REQUEST,
         task=task if task is not None else plan.task,
         kind=plan.kind,
-        envelope=plan.envelope,
-        summary=plan.summary,
+        envelope=envelope,
+        summary=summary,
+        **content,
         sender=item.caller,
         target=item.target,
         digest=plan.digest,
@@ -476,6 +514,7 @@ def _settle(plans: list[_Plan], results: list[Accepted | HubError | None]) -> No
             replay=p.hub.get("replay"),
             judged_ns=p.judged_ns,
             judge_us=p.judged.latency_us or 0,
+            redacted_parts=p.row.parts if decision.content else None,
         )
     publish_traffic_on_commit(items_out, tasks_out)
 
@@ -497,7 +536,7 @@ def queued_delivery(message: Message, task: Task) -> tuple[Accepted, dict[str, A
     wire: dict[str, Any] = {
         "messageId": message.message_id,
         "role": "ROLE_USER",
-        "parts": message.parts,
+        "parts": approved_parts(message),
         "contextId": task.context_id,
     }
     if message.metadata:

@@ -30,6 +30,7 @@ from a2a_core.schemas.a2a import (
 )
 from a2a_core.selectors.task_wire import state_from_wire, status_update, task_view
 from a2a_core.services.classify import classify
+from a2a_core.services.content import answer_screened
 from a2a_core.services.questions import ask_human, withdraw_questions
 from a2a_core.services.task_recording import Recording, RequestRef, UnitOfWork, hub_ids
 from a2a_core.services.task_states import check_transition
@@ -279,20 +280,31 @@ def record_batch(ops: Sequence[Record]) -> list[Any]:
     """Record what agents answered for any number of tasks (call inside a transaction).
 
     Returns one result per op in order (see each op type), or the `HubError` for an op that
-    could not apply (its task does not exist). Ops for the same task apply in order.
+    could not apply (its task does not exist). Ops for the same task apply in order. Every
+    answer first meets the policy's content rules (`answer_screened`): it is recorded
+    redacted, or a rule that rejects it fails the task instead (a Reply's or a Snapshot's
+    result is then the failed task's view; a Report's says the state is failed).
     """
     results: list[Any] = []
     work = UnitOfWork([op.task_id for op in ops])
+    screened: list[Record] = []
     for op in ops:
+        task = work.tasks.get(op.task_id)
+        screened.append(answer_screened(op, task) if task is not None else op)
+    for op in screened:
         try:
             results.append(_apply(work, op))
         except HubError as exc:
             results.append(exc)
     work.flush()
-    for i, op in enumerate(ops):
-        if isinstance(op, Snapshot) and not isinstance(results[i], HubError):
+    for i, op in enumerate(screened):
+        if isinstance(results[i], HubError):
+            continue
+        if isinstance(op, Snapshot):
             results[i] = task_view(work.tasks[op.task_id], history_length=op.history_length)
-        elif isinstance(op, Failure) and not isinstance(results[i], HubError):
+        elif isinstance(op, Failure) and isinstance(ops[i], Report):
+            results[i] = {"late": False, "duplicate": False, "state": work.tasks[op.task_id].state}
+        elif isinstance(op, Failure):
             results[i] = task_view(work.tasks[op.task_id])
     return results
 

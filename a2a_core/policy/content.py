@@ -1,0 +1,417 @@
+"""Content guardrails: pure detectors over a message's parts, and what the policy's content
+rules make of their hits.
+
+Pure like `decide`: no Django, no I/O, no clock. The call path scans a message (or an agent's
+answer) once with `content_scan`, before judging it; `decide` (and, for answers, the
+recorder) turns the hits into a verdict with `content_verdict`; `redact` makes the form the
+hub stores, shows and (unless a human approves a held message) delivers.
+
+What is scanned: every part's `text`, every string and number inside its `data` (at any
+depth, keys excepted), a file part's `url` and `filename` (and the 0.3 `file.uri`/`file.name`);
+never raw bytes or metadata. Each detector runs once per message, however many rules use
+it; only the detectors of the rules that apply to the message (its direction, caller,
+target, kind and skill) run at all.
+
+Detectors: `secrets` — Yelp's detect-secrets plugins (its default set, the high-entropy
+string plugins excepted: in prose they flag hashes and ids far more often than secrets);
+`card` — 13 to 19 digits (spaces or dashes between) passing the Luhn checksum; `iban` — the
+IBAN check digits (python-stdnum); `email` — an address with a dotted domain; `phone` —
+numbers in international form (`+` and country code) that `phonenumbers` finds valid;
+`pattern` — the rule's RE2 expression (linear time: no catastrophic backtracking).
+
+A hit never leaves this module with the text it matched: findings carry the rule, the
+kind, where (the JSON path of the string) and the span.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import phonenumbers
+import re2
+from stdnum import iban as stdnum_iban
+from stdnum import luhn
+
+from a2a_core.policy.secrets import secret_spans
+
+if TYPE_CHECKING:
+    from a2a_core.schemas.policy import ContentRule
+
+ANY = "*"
+Path = tuple[str | int, ...]
+Action = Literal["hold", "redact", "reject"]
+# How deep the detectors walk a data part; deeper values are not scanned (the hub's own
+# message checks refuse far shallower documents long before this).
+MAX_DEPTH = 64
+# Per string, what the Python-regex detectors (detect-secrets, cards, IBANs, emails, phones)
+# look at: the first MAX_SCAN_CHARS characters. RE2 patterns scan everything.
+MAX_SCAN_CHARS = 1_000_000
+
+STRENGTH: dict[str, int] = {"redact": 1, "hold": 2, "reject": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One match of one detector: `detector` is the rule's `detect`, or `pattern:<rule>`."""
+
+    detector: str
+    path: Path
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A hit a rule claimed: what the hub records and shows (never the matched text)."""
+
+    rule: str
+    kind: str
+    path: Path
+    start: int
+    end: int
+
+    def where(self) -> str:
+        out = ""
+        for step in self.path:
+            out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
+        return out
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "kind": self.kind,
+            "where": self.where(),
+            "start": self.start,
+            "length": self.end - self.start,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The strongest action the applicable rules ask for (None: nothing found), the first
+    rule asking it, and every finding of every rule that matched."""
+
+    action: Action | None = None
+    rule: str = ""
+    kind: str = ""
+    reason: str = ""
+    findings: tuple[Finding, ...] = ()
+
+
+NOTHING = Verdict()
+
+
+# --- compiling ------------------------------------------------------------------------------
+
+
+def re2_options() -> Any:
+    """RE2 options that keep its parse errors out of the process's stderr."""
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+def compile_pattern(pattern: str) -> Any:
+    """An RE2 expression; ValueError naming the problem when it is not one."""
+    try:
+        return re2.compile(pattern, options=re2_options())
+    except re2.error as exc:
+        problem = exc.args[0] if exc.args else exc
+        if isinstance(problem, bytes):
+            problem = problem.decode(errors="replace")
+        raise ValueError(
+            f"`pattern` is not a valid RE2 expression ({problem}); RE2 has no lookarounds "
+            "or backreferences, which is what keeps matching linear"
+        ) from None
+
+
+def _detector(rule: ContentRule) -> str:
+    return f"pattern:{rule.name}" if rule.detect == "pattern" else rule.detect
+
+
+def _kind(rule: ContentRule) -> str:
+    """What `[redacted: <kind>]` says: the detector, or a pattern rule's name."""
+    return {"secrets": "secret", "pattern": rule.name}.get(rule.detect, rule.detect)
+
+
+def _scoped(
+    rule: ContentRule, direction: str, caller: str, target: str, kind: str, skill: str
+) -> bool:
+    return (
+        (rule.direction == "both" or rule.direction == direction)
+        and (not rule.callers or ANY in rule.callers or caller in rule.callers)
+        and (not rule.targets or ANY in rule.targets or target in rule.targets)
+        and (not rule.kinds or kind in rule.kinds)
+        and (not rule.skills or skill in rule.skills)
+    )
+
+
+class ContentRules:
+    """A policy's content rules with their patterns compiled once (per policy version)."""
+
+    def __init__(self, rules: Sequence[ContentRule]) -> None:
+        self.rules = tuple(rules)
+        self.patterns = {
+            rule.name: compile_pattern(rule.pattern)
+            for rule in self.rules
+            if rule.pattern is not None
+        }
+
+    def applicable(
+        self, *, direction: str, caller: str, target: str, kind: str, skill: str
+    ) -> list[ContentRule]:
+        return [r for r in self.rules if _scoped(r, direction, caller, target, kind, skill)]
+
+
+# --- what is scanned ------------------------------------------------------------------------
+
+
+def _walk(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
+    """Every string (and number) in a JSON value, with its path; iterative, depth-bounded."""
+    stack: list[tuple[Any, Path]] = [(value, path)]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, str):
+            yield at, node
+        elif isinstance(node, bool) or node is None:
+            continue
+        elif isinstance(node, int | float):
+            yield at, str(node)
+        elif len(at) - len(path) >= MAX_DEPTH:
+            continue
+        elif isinstance(node, Mapping):
+            stack.extend((v, (*at, k)) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((v, (*at, i)) for i, v in reversed(list(enumerate(node))))
+
+
+def texts(parts: Any, root: Path = ("parts",)) -> list[tuple[Path, str]]:
+    """The scanned strings of a list of A2A parts (dict form), with their JSON paths."""
+    found: list[tuple[Path, str]] = []
+    if not isinstance(parts, list):
+        return found
+    for index, part in enumerate(parts):
+        if not isinstance(part, Mapping):
+            continue
+        at = (*root, index)
+        for key in ("text", "url", "filename"):
+            if isinstance(part.get(key), str):
+                found.append(((*at, key), part[key]))
+        if "data" in part:
+            found.extend(_walk(part["data"], (*at, "data")))
+        file = part.get("file")
+        if isinstance(file, Mapping):
+            for key in ("uri", "name"):
+                if isinstance(file.get(key), str):
+                    found.append(((*at, "file", key), file[key]))
+    return found
+
+
+# --- the detectors (each: text -> spans) ------------------------------------------------------
+
+_CARD = re2.compile(r"\d(?:[ -]?\d){12,18}")
+_IBAN = re2.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}")
+_EMAIL = re2.compile(
+    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.[A-Za-z]{2,63}"
+)
+_DIGIT = re.compile(r"\d")
+_WORD = re.compile(r"\w")
+
+
+def _bounded(text: str, start: int, end: int) -> bool:
+    """The match is not part of a longer run of digits or letters."""
+    before = text[start - 1] if start > 0 else ""
+    after = text[end] if end < len(text) else ""
+    return not (_WORD.match(before) or _WORD.match(after))
+
+
+def find_cards(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for match in _CARD.finditer(text):
+        digits = re.sub(r"\D", "", match.group())
+        if _bounded(text, *match.span()) and 13 <= len(digits) <= 19 and luhn.is_valid(digits):
+            spans.append(match.span())
+    return spans
+
+
+def find_ibans(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for match in _IBAN.finditer(text):
+        start = match.start()
+        # The greedy match may run into the next word: shorten it at its spaces until valid.
+        candidate = match.group()
+        while True:
+            if _bounded(text, start, start + len(candidate)) and stdnum_iban.is_valid(candidate):
+                spans.append((start, start + len(candidate)))
+                break
+            cut = candidate.rfind(" ")
+            if cut < 15:
+                break
+            candidate = candidate[:cut]
+    return spans
+
+
+def find_emails(text: str) -> list[tuple[int, int]]:
+    if "@" not in text:
+        return []
+    return [m.span() for m in _EMAIL.finditer(text)]
+
+
+def find_phones(text: str) -> list[tuple[int, int]]:
+    if "+" not in text:
+        return []
+    matcher = phonenumbers.PhoneNumberMatcher(text, None, leniency=phonenumbers.Leniency.VALID)
+    return [(m.start, m.end) for m in matcher]
+
+
+BUILTIN = {
+    "secrets": secret_spans,
+    "card": find_cards,
+    "iban": find_ibans,
+    "email": find_emails,
+    "phone": find_phones,
+}
+
+
+def _spans(detector: str, rule_patterns: Mapping[str, Any], text: str) -> list[tuple[int, int]]:
+    if detector.startswith("pattern:"):
+        pattern = rule_patterns[detector.removeprefix("pattern:")]
+        return [m.span() for m in pattern.finditer(text) if m.end() > m.start()]
+    if not _DIGIT.search(text) and detector in ("card", "iban", "phone"):
+        return []
+    return BUILTIN[detector](text[:MAX_SCAN_CHARS])
+
+
+def scan_texts(
+    found: Sequence[tuple[Path, str]], detectors: set[str], patterns: Mapping[str, Any]
+) -> tuple[Hit, ...]:
+    """Run each detector once over every scanned string."""
+    hits: list[Hit] = []
+    for detector in sorted(detectors):
+        for path, text in found:
+            hits.extend(Hit(detector, path, a, b) for a, b in _spans(detector, patterns, text))
+    return tuple(hits)
+
+
+def content_scan(
+    document: Mapping[str, Any],
+    compiled: ContentRules,
+    *,
+    direction: str,
+    caller: str,
+    target: str,
+    kind: str = "request",
+    skill: str = "",
+    part_lists: Sequence[Path] = (("parts",),),
+) -> tuple[Hit, ...]:
+    """What the detectors of the rules that apply find in `document` (a Message, or a task
+    or stream event, in dict form): in each list of parts at `part_lists` (paths from the
+    document's root)."""
+    if not compiled.rules:
+        return ()
+    rules = compiled.applicable(
+        direction=direction, caller=caller, target=target, kind=kind, skill=skill
+    )
+    if not rules:
+        return ()
+    found: list[tuple[Path, str]] = []
+    for root in part_lists:
+        node: Any = document
+        for step in root:
+            node = node[step]
+        found.extend(texts(node, root))
+    if not found:
+        return ()
+    return scan_texts(found, {_detector(rule) for rule in rules}, compiled.patterns)
+
+
+def content_verdict(
+    hits: Sequence[Hit],
+    compiled: ContentRules,
+    *,
+    direction: str,
+    caller: str,
+    target: str,
+    kind: str = "request",
+    skill: str = "",
+) -> Verdict:
+    """The rules' verdict on the hits: the strongest action asked (reject over hold over
+    redact), by the first rule asking it; each hit is claimed by the first rule that wants
+    it."""
+    if not hits:
+        return NOTHING
+    by_detector: dict[str, list[Hit]] = {}
+    for hit in hits:
+        by_detector.setdefault(hit.detector, []).append(hit)
+    best: ContentRule | None = None
+    findings: dict[tuple[Path, int, int], Finding] = {}
+    for rule in compiled.applicable(
+        direction=direction, caller=caller, target=target, kind=kind, skill=skill
+    ):
+        matched = by_detector.get(_detector(rule))
+        if not matched:
+            continue
+        if best is None or STRENGTH[rule.action] > STRENGTH[best.action]:
+            best = rule
+        for hit in matched:
+            key = (hit.path, hit.start, hit.end)
+            if key not in findings:
+                findings[key] = Finding(rule.name, _kind(rule), hit.path, hit.start, hit.end)
+    if best is None:
+        return NOTHING
+    return Verdict(best.action, best.name, _kind(best), best.reason, tuple(findings.values()))
+
+
+def rule_finds(rule: ContentRule, text: str) -> bool:
+    """Whether `rule`'s detector finds something in `text` (a rule's examples)."""
+    detector = _detector(rule)
+    patterns = {rule.name: compile_pattern(rule.pattern)} if rule.pattern is not None else {}
+    return bool(_spans(detector, patterns, text))
+
+
+# --- redacting --------------------------------------------------------------------------------
+
+
+def mask(kind: str) -> str:
+    return f"[redacted: {kind}]"
+
+
+def _masked(text: str, spans: list[tuple[int, int, str]]) -> str:
+    out, last = [], 0
+    for start, end, kind in sorted(spans):
+        if start < last:  # overlaps the previous span: already masked
+            continue
+        out.append(text[last:start])
+        out.append(mask(kind))
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def redact(document: Mapping[str, Any], findings: Sequence[Finding]) -> dict[str, Any]:
+    """A copy of `document` (a message, task or event in dict form) with each finding's text
+    replaced by `[redacted: <kind>]`; the original is left as it was. Only the containers
+    on a finding's path are copied."""
+    by_path: dict[Path, list[tuple[int, int, str]]] = {}
+    for finding in findings:
+        by_path.setdefault(finding.path, []).append((finding.start, finding.end, finding.kind))
+    copy: dict[str, Any] = dict(document)
+    copied: set[Path] = {()}
+    for path, spans in by_path.items():
+        node: Any = copy
+        for depth in range(len(path) - 1):
+            step = path[depth]
+            prefix = path[: depth + 1]
+            if prefix not in copied:
+                child = node[step]
+                node[step] = dict(child) if isinstance(child, Mapping) else list(child)
+                copied.add(prefix)
+            node = node[step]
+        value = node[path[-1]]
+        # A number is masked whole: a string with a part of it masked would mean nothing.
+        node[path[-1]] = _masked(value, spans) if isinstance(value, str) else mask(spans[0][2])
+    return copy

@@ -1,0 +1,134 @@
+"""Content rules where the hub records what agents answer, and where it delivers a message a
+content rule held once a human let it through.
+
+`answer_screened` is the one place an agent's answer meets the policy's content rules: every
+answer an endpoint agent returns (a Message, a Task, a streamed event) and every report an
+inbox agent makes passes through it before anything is recorded, so that what is stored,
+streamed to subscribers and returned to the caller is the same redacted form. The detectors
+and the verdict are `a2a_core.policy.content`'s pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from a2a_core.models import Decision, Message, Task
+from a2a_core.policy.content import Path, Verdict, content_scan, content_verdict, redact
+from a2a_core.sealed import unseal
+from a2a_core.services.policy import current_policy
+
+if TYPE_CHECKING:
+    from a2a_core.services.tasks import Record
+
+
+def approved_parts(message: Message) -> list[dict[str, Any]]:
+    """The parts a queued message is delivered with: a message a content rule held and a
+    human then let through (approved or redirected) goes as the caller wrote it, from its
+    sealed original; any other as recorded."""
+    if message.sealed_parts and message.decision in (Decision.DELIVER, Decision.REDIRECT):
+        parts: list[dict[str, Any]] = unseal(message.sealed_parts)["parts"]
+        return parts
+    return list(message.parts)
+
+
+def _lists_in_message(message: Any, at: Path) -> list[Path]:
+    if isinstance(message, Mapping) and isinstance(message.get("parts"), list):
+        return [(*at, "parts")]
+    return []
+
+
+def _lists_in_task(task: Any, at: Path) -> list[Path]:
+    """The parts lists of a Task in dict form: its status message, history and artifacts."""
+    if not isinstance(task, Mapping):
+        return []
+    found = []
+    status = task.get("status")
+    if isinstance(status, Mapping):
+        found += _lists_in_message(status.get("message"), (*at, "status", "message"))
+    for key in ("history", "artifacts"):
+        items = task.get(key)
+        if isinstance(items, list):
+            for i, item in enumerate(items):
+                found += _lists_in_message(item, (*at, key, i))
+    return found
+
+
+def _lists_in_event(event: Mapping[str, Any]) -> list[Path]:
+    found = _lists_in_task(event.get("task"), ("task",))
+    update = event.get("statusUpdate")
+    if isinstance(update, Mapping) and isinstance(update.get("status"), Mapping):
+        found += _lists_in_message(
+            update["status"].get("message"), ("statusUpdate", "status", "message")
+        )
+    update = event.get("artifactUpdate")
+    if isinstance(update, Mapping):
+        found += _lists_in_message(update.get("artifact"), ("artifactUpdate", "artifact"))
+    return found + _lists_in_message(event.get("message"), ("message",))
+
+
+def _judged(document: Mapping[str, Any], part_lists: list[Path], task: Task) -> Verdict | None:
+    if not part_lists:
+        return None
+    policy = current_policy().content
+    if not policy.rules:
+        return None
+    path = task.path or []
+    scope = {
+        "direction": "answer",
+        "caller": path[-2] if len(path) > 1 else "",
+        "target": path[-1] if path else "",
+        "kind": "response",
+        "skill": task.skill,
+    }
+    hits = content_scan(document, policy, part_lists=part_lists, **scope)
+    if not hits:
+        return None
+    verdict = content_verdict(hits, policy, **scope)
+    return verdict if verdict.action is not None else None
+
+
+def answer_screened(op: Record, task: Task) -> Record:
+    """An agent's answer (`op`) as the hub records it: unchanged when no content rule finds
+    anything; with each finding masked (`[redacted: <kind>]`) for a rule that redacts; for a
+    rule that rejects, a `Failure` of the task that says which rule found what (never the
+    text itself), so the caller gets the failed task instead of the answer."""
+    from a2a_core.services.tasks import Failure, Reply, Report, Snapshot, StreamEvent
+
+    if isinstance(op, Snapshot):
+        field, document = "remote", op.remote
+        lists = _lists_in_task(document, ())
+    elif isinstance(op, StreamEvent):
+        field, document = "event", op.event
+        lists = _lists_in_event(document)
+    elif isinstance(op, Reply):
+        field, document = "message", op.message
+        lists = _lists_in_message(document, ())
+    elif isinstance(op, Report):
+        document = {"status": op.status or {}, "artifact": op.artifact or {}}
+        field = ""
+        lists = _lists_in_message(document["status"].get("message"), ("status", "message"))
+        lists += _lists_in_message(document["artifact"], ("artifact",))
+    else:
+        return op
+    verdict = _judged(document, lists, task)
+    if verdict is None:
+        return op
+    if verdict.action == "reject":
+        said = f": {verdict.reason}" if verdict.reason else ""
+        agent = (task.path or ["the agent"])[-1]
+        return Failure(
+            op.task_id,
+            f"refused by the hub's policy (content_rejected): content rule {verdict.rule!r} "
+            f"found {verdict.kind} in {agent}'s answer{said}",
+        )
+    masked = redact(document, verdict.findings)
+    if isinstance(op, Report):
+        return replace(
+            op,
+            status=masked["status"] if op.status is not None else None,
+            artifact=masked["artifact"] if op.artifact is not None else None,
+        )
+    changed: dict[str, Any] = {field: masked}
+    return replace(op, **changed)
