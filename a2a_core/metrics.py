@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,12 @@ DECISIONS = Counter(
     "The policy's decisions on messages, by decision and reason",
     ["decision", "reason"],
 )
+CONTENT = Counter(
+    "a2a_content_findings",
+    "What the policy's content rules found, by direction (request or answer), kind "
+    "(secret, card, iban, email, phone, or a pattern rule's name) and the action taken",
+    ["direction", "kind", "action"],
+)
 
 # a2a_circuit_breaker_state values
 BREAKER_VALUES = {"closed": 0, "half_open": 1, "open": 2}
@@ -77,6 +83,13 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 def decided(decision: str, reason: str) -> None:
     DECISIONS.labels(decision, reason).inc()
+
+
+def content_found(direction: str, action: str, kinds: Iterable[str]) -> None:
+    """Count a message's or an answer's findings (one per finding), under the action the
+    content rules took on it."""
+    for kind in kinds:
+        CONTENT.labels(direction, kind, action).inc()
 
 
 def status_of(result: Any) -> str:

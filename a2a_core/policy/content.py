@@ -46,10 +46,6 @@ Action = Literal["hold", "redact", "reject"]
 # How deep the detectors walk a data part; deeper values are not scanned (the hub's own
 # message checks refuse far shallower documents long before this).
 MAX_DEPTH = 64
-# Per string, what the Python-regex detectors (detect-secrets, cards, IBANs, emails, phones)
-# look at: the first MAX_SCAN_CHARS characters. RE2 patterns scan everything.
-MAX_SCAN_CHARS = 1_000_000
-
 STRENGTH: dict[str, int] = {"redact": 1, "hold": 2, "reject": 3}
 
 
@@ -218,6 +214,7 @@ _EMAIL = re2.compile(
     r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.[A-Za-z]{2,63}"
 )
+_PHONE = re2.compile(r"\+[0-9][0-9 ().-]{5,22}[0-9]")
 _DIGIT = re.compile(r"\d")
 _WORD = re.compile(r"\w")
 
@@ -262,10 +259,18 @@ def find_emails(text: str) -> list[tuple[int, int]]:
 
 
 def find_phones(text: str) -> list[tuple[int, int]]:
+    """Numbers in international form: RE2 finds the candidates (a `+`, then 7 to 20 digits
+    and separators), `phonenumbers` keeps the valid ones; linear in the text."""
     if "+" not in text:
         return []
-    matcher = phonenumbers.PhoneNumberMatcher(text, None, leniency=phonenumbers.Leniency.VALID)
-    return [(m.start, m.end) for m in matcher]
+    spans: list[tuple[int, int]] = []
+    for candidate in _PHONE.finditer(text):
+        offset = candidate.start()
+        matcher = phonenumbers.PhoneNumberMatcher(
+            candidate.group(), None, leniency=phonenumbers.Leniency.VALID
+        )
+        spans.extend((offset + m.start, offset + m.end) for m in matcher)
+    return spans
 
 
 BUILTIN = {
@@ -283,7 +288,7 @@ def _spans(detector: str, rule_patterns: Mapping[str, Any], text: str) -> list[t
         return [m.span() for m in pattern.finditer(text) if m.end() > m.start()]
     if not _DIGIT.search(text) and detector in ("card", "iban", "phone"):
         return []
-    return BUILTIN[detector](text[:MAX_SCAN_CHARS])
+    return BUILTIN[detector](text)
 
 
 def scan_texts(
@@ -297,6 +302,32 @@ def scan_texts(
     return tuple(hits)
 
 
+_MARKER = re.compile(r"\[redacted: ([^\]\n]{1,80})\]")
+_DETECTOR_OF_KIND = {
+    "secret": "secrets",
+    "card": "card",
+    "iban": "iban",
+    "email": "email",
+    "phone": "phone",
+}
+
+
+def marker_hits(found: Sequence[tuple[Path, str]], detectors: set[str]) -> list[Hit]:
+    """Hits for the `[redacted: <kind>]` marks in text the hub stored redacted: what was
+    found there before, for a replay of the record (the dry-run). A pattern rule's kind is
+    its name, so a mark counts for the rule of that name."""
+    hits = []
+    for path, text in found:
+        if "[redacted: " not in text:
+            continue
+        for match in _MARKER.finditer(text):
+            kind = match.group(1)
+            detector = _DETECTOR_OF_KIND.get(kind, f"pattern:{kind}")
+            if detector in detectors:
+                hits.append(Hit(detector, path, *match.span()))
+    return hits
+
+
 def content_scan(
     document: Mapping[str, Any],
     compiled: ContentRules,
@@ -307,10 +338,12 @@ def content_scan(
     kind: str = "request",
     skill: str = "",
     part_lists: Sequence[Path] = (("parts",),),
+    recorded: bool = False,
 ) -> tuple[Hit, ...]:
     """What the detectors of the rules that apply find in `document` (a Message, or a task
     or stream event, in dict form): in each list of parts at `part_lists` (paths from the
-    document's root)."""
+    document's root). `recorded`: the document is one the hub stored, maybe redacted
+    already; its redaction marks count as hits (`marker_hits`)."""
     if not compiled.rules:
         return ()
     rules = compiled.applicable(
@@ -326,7 +359,9 @@ def content_scan(
         found.extend(texts(node, root))
     if not found:
         return ()
-    return scan_texts(found, {_detector(rule) for rule in rules}, compiled.patterns)
+    detectors = {_detector(rule) for rule in rules}
+    hits = scan_texts(found, detectors, compiled.patterns)
+    return (*hits, *marker_hits(found, detectors)) if recorded else hits
 
 
 def content_verdict(
@@ -341,7 +376,7 @@ def content_verdict(
 ) -> Verdict:
     """The rules' verdict on the hits: the strongest action asked (reject over hold over
     redact), by the first rule asking it; each hit is claimed by the first rule that wants
-    it."""
+    it, and the deciding rule's findings come first."""
     if not hits:
         return NOTHING
     by_detector: dict[str, list[Hit]] = {}
@@ -363,7 +398,9 @@ def content_verdict(
                 findings[key] = Finding(rule.name, _kind(rule), hit.path, hit.start, hit.end)
     if best is None:
         return NOTHING
-    return Verdict(best.action, best.name, _kind(best), best.reason, tuple(findings.values()))
+    # The deciding rule's findings first: a decision's first finding names its rule.
+    ordered = sorted(findings.values(), key=lambda f: f.rule != best.name)
+    return Verdict(best.action, best.name, _kind(best), best.reason, tuple(ordered))
 
 
 def rule_finds(rule: ContentRule, text: str) -> bool:

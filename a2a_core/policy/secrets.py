@@ -11,8 +11,9 @@ global settings (scanning needs none).
 The plugins' own regexes are Python regexes; run as they are, the default set costs about
 50 ms on 10 KB of text (the keyword plugin most of it). So one RE2 expression made of every
 plugin's trigger (its regex, or one loosened to what RE2 accepts: lookarounds dropped,
-bounds capped, or its keywords) scans the text once in linear time; only the lines where a
-trigger fires, and only those plugins, run the real regexes. Measured by
+bounds capped, or its keywords) scans the text once in linear time; only around a trigger
+(its line, at most MARGIN characters either side), and only that plugin, run the real
+regexes. Measured by
 `bench/policy_cost.py --content-rules`: 10 KB of prose with no trigger, about 0.1 ms.
 """
 
@@ -38,10 +39,8 @@ LEFT_OUT = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPubl
 # A match's capture group is the secret when it is at least this long (some plugins
 # capture a prefix, `(ghp|gho)_...`, where the whole match is the secret).
 MIN_GROUP = 8
-# A line longer than this is cut into windows of it (overlapping by OVERLAP) for the Python
-# regexes of the plugins that fired.
-WINDOW = 4096
-OVERLAP = 256
+# How much text either side of a trigger (within its line) the plugin's own regexes see.
+MARGIN = 512
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
 
@@ -178,17 +177,26 @@ def _line_at(text: str, position: int) -> tuple[int, int]:
 def secret_spans(text: str) -> list[tuple[int, int]]:
     """Where detect-secrets' plugins find secrets in `text`: (start, end) pairs."""
     plugins, trigger = _plugins()
-    fired: dict[tuple[int, int], set[int]] = {}
+    # Per plugin that fired: the stretches of text around its triggers (within their line,
+    # MARGIN either side), merged where they touch.
+    regions: dict[int, list[tuple[int, int]]] = {}
     for match in trigger.finditer(text):
-        fired.setdefault(_line_at(text, match.start()), set()).add(int(str(match.lastgroup)[1:]))
+        index = int(str(match.lastgroup)[1:])
+        line_start, line_end = _line_at(text, match.start())
+        start = max(line_start, match.start() - MARGIN)
+        end = min(max(line_end, match.end()), match.end() + MARGIN)
+        stretches = regions.setdefault(index, [])
+        if stretches and start <= stretches[-1][1]:
+            stretches[-1] = (stretches[-1][0], max(end, stretches[-1][1]))
+        else:
+            stretches.append((start, end))
     spans: set[tuple[int, int]] = set()
-    for (start, end), indexes in fired.items():
-        for offset in range(start, max(end, start + 1), WINDOW - OVERLAP):
-            window = text[offset : min(end, offset + WINDOW)]
-            for index in indexes:
-                for a, b in _in_line(plugins[index], window):
-                    span = (offset + a, offset + b)
-                    if plugins[index].name == "PrivateKeyDetector":
-                        span = _key_block(text, span)
-                    spans.add(span)
+    for index, stretches in regions.items():
+        plugin = plugins[index]
+        for start, end in stretches:
+            for a, b in _in_line(plugin, text[start:end]):
+                span = (start + a, start + b)
+                if plugin.name == "PrivateKeyDetector":
+                    span = _key_block(text, span)
+                spans.add(span)
     return sorted(spans)

@@ -1,7 +1,7 @@
 """A policy change in words: "director → ledger: allow → deny", not `matrix[1].action`.
 
 Pure: two policy documents in, one line per change out, in the order an editor shows them
-(routing, the matrix, limits, the chain rules, breakers, approvals, redirects).
+(routing, the matrix, limits, the chain rules, breakers, approvals, redirects, content rules).
 """
 
 from __future__ import annotations
@@ -109,6 +109,38 @@ def _redirect(rule: dict[str, Any]) -> str:
     return f"{', '.join(rule['targets'])} when {', '.join(rule['when'])} → {to}"
 
 
+CONTENT_ACTION_WORDS = {"hold": "held for a human", "redact": "redacted", "reject": "rejected"}
+
+
+def _content_rule(rule: dict[str, Any]) -> str:
+    """ "cards: card in requests → redacted"."""
+    what = rule["detect"] if rule["detect"] != "pattern" else f"pattern {rule.get('pattern')}"
+    where = {"request": "requests", "answer": "answers", "both": "requests and answers"}
+    scope = [
+        f"{key} {', '.join(rule[key])}"
+        for key in ("callers", "targets", "kinds", "skills")
+        if rule.get(key)
+    ]
+    only = f" (only {'; '.join(scope)})" if scope else ""
+    action = CONTENT_ACTION_WORDS[rule["action"]]
+    return f"{rule['name']}: {what} in {where[rule['direction']]}{only} → {action}"
+
+
+def _content(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
+    before = {rule["name"]: rule for rule in old}
+    after = {rule["name"]: rule for rule in new}
+    lines = [
+        f"content rule removed: {_content_rule(r)}" for n, r in before.items() if n not in after
+    ]
+    for name, rule in after.items():
+        was = before.get(name)
+        if was is None:
+            lines.append(f"content rule added: {_content_rule(rule)}")
+        elif was != rule:
+            lines.append(f"content rule changed: {_content_rule(was)} ⇒ {_content_rule(rule)}")
+    return lines
+
+
 def policy_changes(old: Any, new: Any) -> list[str]:
     """The changes from policy document `old` to `new`, in words; documents that do not
     validate are compared as given (missing fields take their defaults either way)."""
@@ -147,6 +179,7 @@ def policy_changes(old: Any, new: Any) -> list[str]:
     lines += _fields("circuit breaker: ", BREAKER_WORDS, before["breaker"], after["breaker"])
     lines += _named_rules("approval rule", _approval, before["approvals"], after["approvals"])
     lines += _named_rules("redirect rule", _redirect, before["redirects"], after["redirects"])
+    lines += _content(before.get("contentRules", []), after.get("contentRules", []))
     return lines
 
 

@@ -5,6 +5,11 @@ draft, each replay keeping its own rate windows; the state neither policy decide
 were offline or suspended, which breakers were open, the delegation chain, tasks in flight) is
 reconstructed from the record and shared by both. Only where the two replays disagree is
 reported, so a draft equal to the current policy changes nothing — whatever the record says.
+
+Content rules are replayed on what the hub stored: a held message's sealed original, else its
+parts as recorded, whose `[redacted: <kind>]` marks count as what was found there. Besides
+the changes, the report counts each of the draft's content rules' holds, redactions and
+rejections over the same requests and over the agents' answers to them.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from django.db.models import Exists, OuterRef, Q
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.models import Agent, Direction, Message, Skill, Task
 from a2a_core.models.task import TERMINAL_STATES
+from a2a_core.policy.content import content_scan, content_verdict
 from a2a_core.policy.decide import (
     AgentState,
     BreakerView,
@@ -30,6 +36,7 @@ from a2a_core.policy.decide import (
     decide,
 )
 from a2a_core.schemas.policy import parse_policy
+from a2a_core.sealed import SealBroken, unseal
 from a2a_core.services.policy import policy_active
 from a2a_core.storage.policy_state import Windows
 
@@ -50,9 +57,16 @@ class DryRun:
     pairs: dict[str, int] = field(default_factory=dict)
     examples: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # the draft's content rules: rule name -> {"hold" | "redact" | "reject": count}
+    content: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count_content(self, rule: str, action: str) -> None:
+        counts = self.content.setdefault(rule, {})
+        counts[action] = counts.get(action, 0) + 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "content": self.content,
             "messages": self.messages,
             "changed": self.changed,
             "transitions": self.transitions,
@@ -70,7 +84,11 @@ class _Replay:
         self.policy = policy
         self.counts: dict[str, int] = {}
 
-    def decide(self, facts: Facts, ctx: Context, window: Windows, inflight: int) -> Decision:
+    def decide(
+        self, facts: Facts, ctx: Context, window: Windows, inflight: int, document: Any = None
+    ) -> Decision:
+        if document is not None:
+            facts = replace(facts, content=self.scan(facts, document))
         usage = Usage(
             minute=self.counts.get(window.caller_minute, 0),
             hour=self.counts.get(window.caller_hour, 0),
@@ -84,6 +102,66 @@ class _Replay:
             for key in (window.caller_minute, window.caller_hour, window.target_minute):
                 self.counts[key] = self.counts.get(key, 0) + 1
         return decision
+
+    def scan(self, facts: Facts, document: dict[str, Any]) -> tuple[Any, ...]:
+        return content_scan(
+            document,
+            self.policy.content,
+            direction="request",
+            caller=facts.caller,
+            target=facts.target,
+            kind=facts.kind,
+            skill=facts.skill,
+            recorded=True,
+        )
+
+
+def _as_sent(row: Message) -> dict[str, Any]:
+    """A recorded request as the replay scans it: a held message's sealed original, else its
+    parts as stored."""
+    if row.sealed_parts:
+        try:
+            return {"parts": unseal(row.sealed_parts)["parts"]}
+        except SealBroken:
+            pass
+    return {"parts": row.parts}
+
+
+def _count_content(report: DryRun, decision: Decision) -> None:
+    """The draft's content rules behind its decision on one request."""
+    if decision.reason in ("content_rejected", "content_held"):
+        rule = decision.content[0].rule if decision.content else ""
+        report.count_content(rule, "reject" if decision.action == "reject" else "hold")
+    elif decision.action != "reject":
+        for rule in dict.fromkeys(f.rule for f in decision.content):
+            report.count_content(rule, "redact")
+
+
+def _count_answers(report: DryRun, draft: CompiledPolicy, rows: Sequence[Message]) -> None:
+    """The draft's answer rules over the agents' answers on the replayed requests' tasks."""
+    if not any(rule.direction != "request" for rule in draft.content.rules):
+        return
+    tasks = {row.task_id for row in rows if row.task_id}
+    answers = Message.objects.filter(direction=Direction.REPLY, task_id__in=tasks).select_related(
+        "task"
+    )
+    for answer in answers.iterator():
+        task = answer.task
+        path = task.path if task is not None else []
+        scope: dict[str, Any] = {
+            "direction": "answer",
+            "caller": path[-2] if len(path) > 1 else "",
+            "target": path[-1] if path else "",
+            "kind": "response",
+            "skill": task.skill if task is not None else "",
+        }
+        hits = content_scan({"parts": answer.parts}, draft.content, recorded=True, **scope)
+        verdict = content_verdict(hits, draft.content, **scope)
+        if verdict.action == "reject":
+            report.count_content(verdict.rule, "reject")
+        elif verdict.action is not None:
+            for rule in dict.fromkeys(f.rule for f in verdict.findings):
+                report.count_content(rule, "redact")
 
 
 class _InFlight:
@@ -228,8 +306,10 @@ def policy_dry_run(*, document: Any, last: int = 1000, examples: int = 20) -> Dr
             by_skill=by_skill,
         )
         busy = inflight.at(facts.caller, moment)
-        was = before.decide(facts, ctx, window, busy)
-        will = after.decide(facts, ctx, window, busy)
+        sent = _as_sent(row) if current.content.rules or draft.content.rules else None
+        was = before.decide(facts, ctx, window, busy, sent)
+        will = after.decide(facts, ctx, window, busy, sent)
+        _count_content(report, will)
         if (was.action, was.reason, was.target) == (will.action, will.reason, will.target):
             continue
         report.changed += 1
@@ -253,6 +333,7 @@ def policy_dry_run(*, document: Any, last: int = 1000, examples: int = 20) -> Dr
                     "detail": will.detail,
                 }
             )
+    _count_answers(report, draft, rows)
     report.notes.append(
         "both policies see the same reconstructed state: agents online unless the record says "
         "otherwise, breakers open where it refused with circuit_open; inbox queue sizes are "

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from a2a_core import metrics
 from a2a_core.models import Decision, Message, Task
 from a2a_core.policy.content import Path, Verdict, content_scan, content_verdict, redact
 from a2a_core.sealed import unseal
@@ -75,7 +76,7 @@ def _judged(document: Mapping[str, Any], part_lists: list[Path], task: Task) -> 
     if not policy.rules:
         return None
     path = task.path or []
-    scope = {
+    scope: dict[str, Any] = {
         "direction": "answer",
         "caller": path[-2] if len(path) > 1 else "",
         "target": path[-1] if path else "",
@@ -115,6 +116,7 @@ def answer_screened(op: Record, task: Task) -> Record:
     verdict = _judged(document, lists, task)
     if verdict is None:
         return op
+    metrics.content_found("answer", str(verdict.action), (f.kind for f in verdict.findings))
     if verdict.action == "reject":
         said = f": {verdict.reason}" if verdict.reason else ""
         agent = (task.path or ["the agent"])[-1]

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from a2a_core import agent_cache, timeline
+from a2a_core import agent_cache, metrics, timeline
 from a2a_core.errors import HubError, PolicyRejected
 from a2a_core.events import publish_traffic_on_commit
 from a2a_core.models import (
@@ -246,6 +246,10 @@ def _masked(plan: _Plan, judged: Decided) -> tuple[dict[str, Any], dict[str, Any
     if not content:
         return plan.item.message, {}
     masked = redact(plan.item.message, content)
+    action = {"content_held": "hold", "content_rejected": "reject"}.get(
+        judged.decision.reason, "redact"
+    )
+    metrics.content_found("request", action, (f.kind for f in content))
     fields: dict[str, Any] = {"content_findings": [f.as_record() for f in content]}
     if judged.decision.reason == "content_held":
         fields["sealed_parts"] = seal({"parts": plan.item.message.get("parts") or []})

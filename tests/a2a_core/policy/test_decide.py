@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from a2a_core.policy.content import Hit
 from a2a_core.policy.decide import (
     REASONS,
     AgentState,
@@ -191,6 +192,38 @@ CASES = [
         "target_offline",
     ),
     ("offline inbox queues", {}, facts(target="scribe"), ctx(), "deliver", "ok"),
+    (
+        "a content rule rejects",
+        {"contentRules": [{"name": "cards", "detect": "card", "action": "reject"}]},
+        facts(content=(Hit("card", ("parts", 0, "text"), 0, 16),)),
+        ctx(),
+        "reject",
+        "content_rejected",
+    ),
+    (
+        "a content rule holds",
+        {"contentRules": [{"name": "keys", "detect": "secrets", "action": "hold"}]},
+        facts(content=(Hit("secrets", ("parts", 0, "text"), 0, 20),)),
+        ctx(),
+        "hold",
+        "content_held",
+    ),
+    (
+        "a content rule redacts",
+        {"contentRules": [{"name": "mails", "detect": "email"}]},
+        facts(content=(Hit("email", ("parts", 0, "text"), 3, 9),)),
+        ctx(),
+        "deliver",
+        "content_redacted",
+    ),
+    (
+        "a hit no rule in scope wants",
+        {"contentRules": [{"name": "mails", "detect": "email", "callers": ["gamma"]}]},
+        facts(content=(Hit("email", ("parts", 0, "text"), 3, 9),)),
+        ctx(),
+        "deliver",
+        "ok",
+    ),
     (
         "full inbox queue",
         {"agentLimits": {"scribe": {"inboxQueue": 10}}},

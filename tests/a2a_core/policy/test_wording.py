@@ -58,3 +58,29 @@ def test_a_question_deadline_reads_as_seconds_or_the_hubs_default():
         "scribe's own limits added",
         "scribe's limits: question deadline (s): 600 → 120",
     ]
+
+
+def test_content_rule_changes_are_worded_by_rule_name():
+    cards = {"name": "cards", "detect": "card", "action": "redact"}
+    tickets = {
+        "name": "tickets",
+        "detect": "pattern",
+        "pattern": "TICKET-[0-9]{4}",
+        "direction": "both",
+        "action": "reject",
+        "callers": ["monitor"],
+    }
+    keys = {"name": "keys", "detect": "secrets", "action": "hold"}
+
+    changes = policy_changes(
+        {"contentRules": [cards, keys]},
+        {"contentRules": [{**cards, "action": "reject"}, tickets]},
+    )
+
+    assert changes == [
+        "content rule removed: keys: secrets in requests → held for a human",
+        "content rule changed: cards: card in requests → redacted ⇒ cards: card in requests → "
+        "rejected",
+        "content rule added: tickets: pattern TICKET-[0-9]{4} in requests and answers "
+        "(only callers monitor) → rejected",
+    ]
