@@ -22,6 +22,7 @@ from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.schemas.policy import ANY, parse_policy
 from dashboard.policy_form import (
     APPROVALS,
+    CONTENT,
     LABELS,
     LIMITS,
     MAX_ROWS,
@@ -102,6 +103,8 @@ class PolicyDraft:
             draft._add_row(APPROVALS, rule)
         for rule in doc["redirects"]:
             draft._add_row(REDIRECTS, rule)
+        for rule in doc["contentRules"]:
+            draft._add_row(CONTENT, {**rule, "examples": "\n".join(rule["examples"])})
         return draft
 
     @classmethod
@@ -150,6 +153,8 @@ class PolicyDraft:
             made = Input(name=f"{key}-{name}", label=LABELS.get(name, ""))
             if name in section.multi:
                 made.chosen = [str(v) for v in (value or [])]
+            elif name == "examples":
+                made.value = str(value or "")[:20_000]
             else:
                 made.value = str(value or "")[:2000] if raw else as_text(value)
             inputs[name] = made
@@ -211,6 +216,8 @@ class PolicyDraft:
             return {"timeoutOutcome": "reject"}
         if section == "redirect":
             return {"targets": "*", "when": ["suspended", "circuit_open"]}
+        if section == "content":
+            return {"detect": "secrets", "direction": "request", "action": "redact"}
         return {"action": "deny"}
 
     # --- the document -----------------------------------------------------------------------
@@ -278,6 +285,27 @@ class PolicyDraft:
                     "to": words(row["to"].value),
                 }
             )
+        content: list[dict[str, Any]] = []
+        for row in self._filled(CONTENT):
+            where = f"contentRules.{len(content)}"
+            origin[where] = row.key
+            for name in CONTENT.fields:
+                origin[f"{where}.{name}"] = row[name].name
+            rule: dict[str, Any] = {
+                "name": row["name"].value.strip(),
+                "detect": row["detect"].value,
+                "direction": row["direction"].value,
+                "action": row["action"].value,
+                "reason": row["reason"].value.strip(),
+                "callers": words(row["callers"].value),
+                "targets": words(row["targets"].value),
+                "kinds": words(row["kinds"].value),
+                "skills": words(row["skills"].value),
+                "examples": [line for line in row["examples"].value.splitlines() if line.strip()],
+            }
+            if row["pattern"].value.strip():
+                rule["pattern"] = row["pattern"].value.strip()
+            content.append(rule)
         return {
             "routingEnabled": self.routing.value != "off",
             "defaultAction": self.default_action.value,
@@ -295,6 +323,7 @@ class PolicyDraft:
             },
             "approvals": approvals,
             "redirects": redirects,
+            "contentRules": content,
         }
 
     def _filled(self, section: Section) -> list[Row]:
@@ -373,6 +402,9 @@ class PolicyDraft:
         for row in self._filled(REDIRECTS):
             unknown(row["targets"], words(row["targets"].value))
             unknown(row["to"], words(row["to"].value), one_agent=True)
+        for row in self._filled(CONTENT):
+            unknown(row["callers"], words(row["callers"].value))
+            unknown(row["targets"], words(row["targets"].value))
         return problems
 
     # --- problems -----------------------------------------------------------------------------

@@ -73,7 +73,34 @@ APPROVALS = Section(
 REDIRECTS = Section(
     "redirect", ("targets", "when", "to"), multi=("when",), content=("targets", "when", "to")
 )
-SECTIONS = {s.name: s for s in (RULES, OVERRIDES, APPROVALS, REDIRECTS)}
+CONTENT = Section(
+    "content",
+    (
+        "name",
+        "detect",
+        "pattern",
+        "direction",
+        "action",
+        "reason",
+        "callers",
+        "targets",
+        "kinds",
+        "skills",
+        "examples",
+    ),
+    content=("name", "pattern", "reason", "callers", "targets", "kinds", "skills", "examples"),
+)
+DETECTORS = (
+    ("secrets", "a secret (API keys, tokens, private keys, passwords)"),
+    ("card", "a card number (Luhn checksum)"),
+    ("iban", "an IBAN (check digits)"),
+    ("email", "an email address"),
+    ("phone", "a phone number (international form)"),
+    ("pattern", "a pattern (RE2)"),
+)
+DIRECTIONS = (("request", "requests"), ("answer", "answers"), ("both", "both"))
+CONTENT_ACTIONS = (("redact", "redact"), ("hold", "hold for a human"), ("reject", "reject"))
+SECTIONS = {s.name: s for s in (RULES, OVERRIDES, APPROVALS, REDIRECTS, CONTENT)}
 
 
 @dataclass

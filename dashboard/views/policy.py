@@ -35,7 +35,15 @@ from a2a_core.selectors.policy_dry_run import DryRun
 from a2a_core.services import policy as policy_services
 from dashboard.http import HtmxHttpRequest, actor
 from dashboard.policy_draft import PolicyDraft
-from dashboard.policy_form import ACTION_LABELS, LIMITS, PRIORITIES, UNAVAILABLE
+from dashboard.policy_form import (
+    ACTION_LABELS,
+    CONTENT_ACTIONS,
+    DETECTORS,
+    DIRECTIONS,
+    LIMITS,
+    PRIORITIES,
+    UNAVAILABLE,
+)
 from dashboard.roles import admin_required, has_role, viewer_required
 
 # The grid shows this many agents (and `*`); rules for others are kept and listed below it.
@@ -100,6 +108,10 @@ def _report(report: DryRun) -> dict[str, Any]:
             for example in report.examples
         ],
         "notes": report.notes,
+        "content": [
+            (rule, counts.get("hold", 0), counts.get("redact", 0), counts.get("reject", 0))
+            for rule, counts in report.content.items()
+        ],
     }
 
 
@@ -127,6 +139,9 @@ def _editor(request: HtmxHttpRequest, draft: PolicyDraft, **extra: Any) -> dict[
         "action_labels": ACTION_LABELS,
         "priorities": PRIORITIES,
         "unavailable": UNAVAILABLE,
+        "detectors": DETECTORS,
+        "directions": DIRECTIONS,
+        "content_actions": CONTENT_ACTIONS,
         "limit_fields": LIMITS,
         "live_page": "policy",
         "changes": draft_changes(draft, active),

@@ -27,6 +27,7 @@ class FormFields(HTMLParser):
         self._select: str | None = None
         self._options: list[tuple[str, bool]] = []
         self._textarea: str | None = None
+        self._text = ""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
@@ -42,12 +43,21 @@ class FormFields(HTMLParser):
                 self.fields.append((a["name"], a.get("value", "on" if kind == "checkbox" else "")))
         elif tag == "select":
             self._select, self._options = a.get("name"), []
+        elif tag == "textarea":
+            self._textarea, self._text = a.get("name"), ""
         elif tag == "option" and self._select is not None:
             self._options.append((a.get("value", ""), "selected" in a))
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea is not None:
+            self._text += data
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "form":
             self.inside = False
+        elif tag == "textarea" and self._textarea is not None:
+            self.fields.append((self._textarea, self._text))
+            self._textarea = None
         elif tag == "select" and self._select is not None:
             chosen = [v for v, selected in self._options if selected] or [self._options[0][0]]
             self.fields.append((self._select, chosen[0]))
@@ -483,3 +493,119 @@ def test_the_editor_counts_unsaved_changes_in_words(as_role):
 
     assert "Unsaved: 1 change" in html
     assert "<li>director → ledger: allow → deny</li>" in html
+
+
+# --- content rules ----------------------------------------------------------------------------
+
+CARDS = {
+    "name": "cards",
+    "detect": "card",
+    "action": "redact",
+    "examples": ["5555 5555 5555 4444", "4012888888881881"],
+}
+TICKETS = {
+    "name": "tickets",
+    "detect": "pattern",
+    "pattern": "TICKET-[0-9]{4}",
+    "direction": "both",
+    "action": "reject",
+    "reason": "ticket ids stay inside",
+    "callers": ["alpha"],
+}
+
+
+def test_content_rules_and_their_examples_survive_an_edit_in_the_editor(as_role):
+    register("alpha")
+    publish({"contentRules": [CARDS, TICKETS]})
+    admin = as_role("admin")
+    form, token = editor(admin)
+    assert form["content-0-examples"] == ["5555 5555 5555 4444\n4012888888881881"]
+    form.update({"content-1-action": ["redact"], "reason": ["tickets are fine, masked"]})
+
+    post(admin, "/policy/save/", form, token)
+
+    saved = PolicyVersion.objects.get(is_active=True).document["contentRules"]
+    assert saved[0] == {
+        **CARDS,
+        "pattern": None,
+        "direction": "request",
+        "callers": [],
+        "targets": [],
+        "kinds": [],
+        "skills": [],
+        "reason": "",
+    }
+    assert (saved[1]["name"], saved[1]["action"], saved[1]["pattern"]) == (
+        "tickets",
+        "redact",
+        "TICKET-[0-9]{4}",
+    )
+    assert saved[1]["reason"] == "ticket ids stay inside"
+
+
+def test_content_rule_problems_are_shown_on_the_rule_and_nothing_is_saved(as_role):
+    publish({})
+    admin = as_role("admin")
+    form, token = editor(admin)
+    html = post(admin, "/policy/draft/", {**form, "add_row": "content"}, token)
+    form = form_of(html)
+    form.update(
+        {
+            "content-0-name": ["lookbehind"],
+            "content-0-detect": ["pattern"],
+            "content-0-pattern": ["(?<=id )[0-9]+"],
+            "reason": ["try"],
+        }
+    )
+    html = post(admin, "/policy/draft/", {**form, "add_row": "content"}, token)
+    form = form_of(html)
+    form.update(
+        {
+            "content-1-name": ["answers held"],
+            "content-1-detect": ["email"],
+            "content-1-direction": ["answer"],
+            "content-1-action": ["hold"],
+        }
+    )
+    html = post(admin, "/policy/draft/", {**form, "add_row": "content"}, token)
+    form = form_of(html)
+    form.update(
+        {
+            "content-2-name": ["cards"],
+            "content-2-detect": ["card"],
+            "content-2-examples": ["4111 1111 1111 1112"],
+        }
+    )
+
+    html = post(admin, "/policy/save/", form, token)
+
+    assert "3 problems, shown next to the fields; nothing was saved." in html
+    assert "not a valid RE2 expression (invalid perl operator: (?&lt;=)" in html
+    assert "an answer cannot be held" in html
+    assert "example 0 (&#x27;4111 1111 1111 1112&#x27;) does not match this rule" in html
+    assert PolicyVersion.objects.count() == 1
+
+
+def test_a_dry_run_counts_each_content_rule(as_role):
+    caller, target = register("alpha"), register("echo")
+    for text in ("pay 4111 1111 1111 1111", "TICKET-1234 again", "nothing"):
+        Message.objects.create(
+            message_id=text,
+            role="user",
+            parts=[{"text": text}],
+            kind="request",
+            sender=caller.agent,
+            target=target.agent,
+        )
+    publish({"contentRules": [CARDS, TICKETS]})
+    admin = as_role("admin")
+    form, token = editor(admin)
+
+    html = post(admin, "/policy/dry-run/", form, token)
+
+    table = html.split('id="dry-run-content"', 1)[1].split("</table>", 1)[0]
+    rows = [
+        [cell.split(">")[-1] for cell in row.split("</td>")[:-1]]
+        for row in table.split("<tbody>")[1].split("</tr>")[:-1]
+    ]
+    assert rows == [["cards", "0", "1", "0"], ["tickets", "0", "0", "1"]]
