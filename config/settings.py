@@ -487,6 +487,10 @@ LOGGING = {
         "a2a.utils.error_handlers": {"filters": ["caller_mistakes"]},
         # A Host header Django refuses (400) is the caller's mistake too.
         "django.security.DisallowedHost": {"filters": ["caller_mistakes"]},
+        # The a2a-sdk's and sse-starlette's DEBUG records carry the bodies they receive and
+        # send: what the policy's content rules redact would reach the log in clear.
+        "a2a": {"level": "INFO"},
+        "sse_starlette": {"level": "INFO"},
         # httpx logs each request's URL at INFO; webhook URLs can hold secrets (Slack's do).
         "httpx": {"level": "WARNING"},
     },

@@ -18,6 +18,9 @@ meta [gate|hub]      a task, status updates, a message and an artifact update, e
                      metadata of its own (META); with `gate`, waits for `state.gate` after
                      the first update; with `hub`, each also claims the hub's key (`a2aHub`)
 metareply TEXT       answers with a Message with metadata (META["message"])
+rot13 TEXT           artifact with TEXT rot13-decoded, completed (an answer carrying what
+                     the caller did not send in clear)
+rot13reply TEXT      answers with a Message of TEXT rot13-decoded (no task)
 metachunks           an artifact in two chunks, each with artifact metadata of its own
                      (META["chunks"]), then completed
 """
@@ -25,6 +28,7 @@ metachunks           an artifact in two chunks, each with artifact metadata of i
 from __future__ import annotations
 
 import asyncio
+import codecs
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,6 +123,10 @@ class ScriptedExecutor(AgentExecutor):
             await asyncio.sleep(float(rest or 1))
             await event_queue.enqueue_event(new_text_message("done", role=Role.ROLE_AGENT))
             return
+        if command == "rot13reply":
+            decoded = codecs.decode(rest, "rot13")
+            await event_queue.enqueue_event(new_text_message(decoded, role=Role.ROLE_AGENT))
+            return
         if command in ("reply", "metareply"):
             answer = new_text_message(f"reply: {rest}", role=Role.ROLE_AGENT)
             if command == "metareply":
@@ -173,6 +181,11 @@ class ScriptedExecutor(AgentExecutor):
                     append=i > 0,
                     last_chunk=i == count - 1,
                 )
+            await updater.complete()
+        elif command == "rot13":
+            await updater.add_artifact(
+                [new_text_part(codecs.decode(rest, "rot13"))], name="decoded"
+            )
             await updater.complete()
         elif command == "fail":
             await updater.failed(updater.new_agent_message([new_text_part(rest or "it broke")]))

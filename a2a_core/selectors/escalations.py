@@ -42,8 +42,10 @@ class EscalationCard:
     escalation: Escalation
     # The delegation chain, root task first, this escalation's task last.
     chain: list[Task]
-    # What the held message says (approvals).
+    # What the held message says (approvals), masked where content rules found something.
     message_text: str = ""
+    # What content rules found in it: rule, kind, where, start, length (never the text).
+    content_findings: list[dict[str, Any]] = field(default_factory=list)
     # Agents a held message can go to instead: first those with the task's skill, then the rest.
     skilled: list[str] = field(default_factory=list)
     others: list[str] = field(default_factory=list)
@@ -361,6 +363,7 @@ def _cards(escalations: list[Escalation], *, options: bool = True) -> list[Escal
         card = EscalationCard(escalation=escalation, chain=chains[escalation.task_id])
         if escalation.message is not None:
             card.message_text = text_of(escalation.message.parts) or escalation.message.summary
+            card.content_findings = list(escalation.message.content_findings or [])
         if escalation.pk in deciding:
             task = escalation.task
             parties = {task.caller.slug if task.caller else "", task.target.slug}

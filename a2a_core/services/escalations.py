@@ -335,7 +335,9 @@ def escalation_approve(
             message.summary = envelope_summary(parse_envelope(envelopes[0]))
         else:
             message.summary = (text_of(new_parts) or message.summary)[:200]
-        message.save(update_fields=["parts", "envelope", "summary"])
+        # The human sent what they wrote: a content rule's sealed original no longer goes.
+        message.sealed_parts = ""
+        message.save(update_fields=["parts", "envelope", "summary", "sealed_parts"])
     edited = bool(data)
     who = who_acts(actor, actor_label)
     _set_state(escalation.task, TaskState.WORKING, f"approved by {who}; delivering")
