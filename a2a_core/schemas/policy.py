@@ -206,13 +206,15 @@ class Policy(Strict):
     redirects: list[RedirectRule] = Field(default_factory=_default_redirects, max_length=1000)
     content_rules: list[ContentRule] = Field(default_factory=list, max_length=MAX_CONTENT_RULES)
 
-    @model_validator(mode="after")
-    def _content_names_unique(self) -> Policy:
-        names = [rule.name for rule in self.content_rules]
+    @field_validator("content_rules")
+    @classmethod
+    def _content_names_unique(cls, rules: list[ContentRule]) -> list[ContentRule]:
+        # A rule's name is what a redaction mark and a finding record point back to.
+        names = [rule.name for rule in rules]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ValueError(f"content rule names must be unique; repeated: {twice}")
-        return self
+        return rules
 
     def as_document(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
