@@ -170,9 +170,16 @@ def send_message_body(text: str) -> dict[str, object]:
 
 
 async def run_load(
-    url: str, *, concurrency: int, seconds: float, warmup: float = 1.0, token: str = ""
+    url: str,
+    *,
+    concurrency: int,
+    seconds: float,
+    warmup: float = 1.0,
+    token: str = "",
+    text: str = "hello hub",
 ) -> Result:
-    """`concurrency` workers each send SendMessage back to back for `seconds` (after a warmup).
+    """`concurrency` workers each send SendMessage (saying `text`) back to back for `seconds`
+    (after a warmup).
 
     aiohttp rather than httpx: httpx's pool re-checks every idle connection on each request,
     which at 64 connections makes the load generator, not the server, the bottleneck.
@@ -198,7 +205,7 @@ async def run_load(
                     return
                 try:
                     async with session.post(
-                        url, data=json.dumps(send_message_body("hello hub"))
+                        url, data=json.dumps(send_message_body(text))
                     ) as response:
                         body = await response.json()
                         ok = response.status == 200 and "result" in body

@@ -39,6 +39,12 @@ SMALL = [
         ["--decisions", "6000", "--agents", "50", "--rules", "200"],
         "target p99 < 50 us",
     ),
+    (
+        "policy_cost.py",
+        ["--seconds", "0.5", "--rounds", "1", "--concurrency", "2"]
+        + ["--content-rules", "50", "--size", "10240"],
+        "50 content rules cost",
+    ),
 ]
 
 
