@@ -41,8 +41,10 @@ SMALL = [
     ),
     (
         "policy_cost.py",
-        ["--seconds", "0.5", "--rounds", "1", "--concurrency", "2"]
-        + ["--content-rules", "50", "--size", "10240"],
+        [
+            *("--seconds", "0.5", "--rounds", "1", "--concurrency", "2"),
+            *("--content-rules", "50", "--size", "10240"),
+        ],
         "50 content rules cost",
     ),
 ]

@@ -226,3 +226,29 @@ def test_junk_parts_are_skipped_not_fatal(parts):
     rules = ContentRules([rule(name="cards")])
 
     assert content_scan({"parts": parts}, rules, **scope()) == ()
+
+
+def test_the_one_pass_prefilter_hides_nothing_any_detector_finds():
+    samples = [
+        "key AKIAIOSFODNN7EXAMPLE",
+        'password = "correct-horse-battery"',
+        "pay 4111 1111 1111 1111",
+        "to GB82 WEST 1234 5698 7654 32",
+        "mail jane@example.com",
+        "call +44 20 7946 0958",
+        "see TICKET-1234 or ticket-99",
+        "nothing here at all 1234",
+    ]
+    rules = [rule(name=d, detect=d) for d in ("secrets", "card", "iban", "email", "phone")] + [
+        rule(name="tickets", detect="pattern", pattern="(?i)ticket-[0-9]+")
+    ]
+    together = ContentRules(rules)
+    for text in samples:
+        message = {"parts": [{"text": text}]}
+        alone = sorted(
+            (hit.detector, hit.start)
+            for one in rules
+            for hit in content_scan(message, ContentRules([one]), **scope())
+        )
+        both = sorted((h.detector, h.start) for h in content_scan(message, together, **scope()))
+        assert both == alone, text
