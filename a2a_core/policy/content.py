@@ -1,5 +1,5 @@
-"""Content guardrails: pure detectors over a message's parts, and what the policy's content
-rules make of their hits.
+"""Content guardrails: the detectors run over a message's parts, and what the policy's
+content rules make of their hits.
 
 Pure like `decide`: no Django, no I/O, no clock. The call path scans a message (or an agent's
 answer) once with `content_scan`, before judging it; `decide` (and, for answers, the
@@ -12,12 +12,14 @@ never raw bytes or metadata. Each detector runs once per message, however many r
 it; only the detectors of the rules that apply to the message (its direction, caller,
 target, kind and skill) run at all.
 
-Detectors: `secrets` — Yelp's detect-secrets plugins (its default set, the high-entropy
+Detectors (`a2a_core.policy.detectors`, `a2a_core.policy.secrets`): `secrets` — Yelp's detect-secrets plugins (its default set, the high-entropy
 string plugins excepted: in prose they flag hashes and ids far more often than secrets);
 `card` — 13 to 19 digits (spaces or dashes between) passing the Luhn checksum; `iban` — the
 IBAN check digits (python-stdnum); `email` — an address with a dotted domain; `phone` —
 numbers in international form (`+` and country code) that `phonenumbers` finds valid;
-`pattern` — the rule's RE2 expression (linear time: no catastrophic backtracking).
+`pattern` — the rule's RE2 expression (linear time: no catastrophic backtracking). One RE2
+pass over each text, made of every applicable detector's candidates, first says whether
+any detector can find anything there at all (`ContentRules.prefilter`).
 
 A hit never leaves this module with the text it matched: findings carry the rule, the
 kind, where (the JSON path of the string) and the span.
@@ -26,16 +28,13 @@ kind, where (the JSON path of the string) and the span.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import phonenumbers
 import re2
-from stdnum import iban as stdnum_iban
-from stdnum import luhn
 
-from a2a_core.policy.secrets import secret_spans, trigger_source
+from a2a_core.policy.detectors import BUILTIN, CANDIDATES, DIGIT, compile_pattern, re2_options
 
 if TYPE_CHECKING:
     from a2a_core.schemas.policy import ContentRule
@@ -47,6 +46,10 @@ Action = Literal["hold", "redact", "reject"]
 # message checks refuse far shallower documents long before this).
 MAX_DEPTH = 64
 STRENGTH: dict[str, int] = {"redact": 1, "hold": 2, "reject": 3}
+# Scopes (direction, caller, target, kind, skill) whose applicable rules a policy remembers.
+MAX_SCOPES = 4096
+# RE2's memory budget for a prefilter (its default, 8 MB, is short of 200 long patterns).
+PREFILTER_MEMORY = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,27 +106,6 @@ NOTHING = Verdict()
 # --- compiling ------------------------------------------------------------------------------
 
 
-def re2_options() -> Any:
-    """RE2 options that keep its parse errors out of the process's stderr."""
-    options = re2.Options()
-    options.log_errors = False
-    return options
-
-
-def compile_pattern(pattern: str) -> Any:
-    """An RE2 expression; ValueError naming the problem when it is not one."""
-    try:
-        return re2.compile(pattern, options=re2_options())
-    except re2.error as exc:
-        problem = exc.args[0] if exc.args else exc
-        if isinstance(problem, bytes):
-            problem = problem.decode(errors="replace")
-        raise ValueError(
-            f"`pattern` is not a valid RE2 expression ({problem}); RE2 has no lookarounds "
-            "or backreferences, which is what keeps matching linear"
-        ) from None
-
-
 def _detector(rule: ContentRule) -> str:
     return f"pattern:{rule.name}" if rule.detect == "pattern" else rule.detect
 
@@ -157,6 +139,8 @@ class ContentRules:
         }
         self._sources = {r.name: r.pattern for r in self.rules if r.pattern is not None}
         self._prefilters: dict[frozenset[str], Any] = {}
+        self._applicable: dict[tuple[str, ...], tuple[ContentRule, ...]] = {}
+        self._detectors: dict[tuple[int, ...], frozenset[str]] = {}
 
     def prefilter(self, detectors: frozenset[str]) -> Any:
         """One RE2 expression that matches somewhere in a text if, and only if, one of the
@@ -181,8 +165,27 @@ class ContentRules:
 
     def applicable(
         self, *, direction: str, caller: str, target: str, kind: str, skill: str
-    ) -> list[ContentRule]:
-        return [r for r in self.rules if _scoped(r, direction, caller, target, kind, skill)]
+    ) -> tuple[ContentRule, ...]:
+        """The rules in scope, in order; remembered per scope (a bounded number of them)."""
+        key = (direction, caller, target, kind, skill)
+        found = self._applicable.get(key)
+        if found is None:
+            if len(self._applicable) >= MAX_SCOPES:
+                self._applicable.clear()
+            found = tuple(r for r in self.rules if _scoped(r, *key))
+            self._applicable[key] = found
+        return found
+
+    def detectors(self, rules: Sequence[ContentRule]) -> frozenset[str]:
+        """The detectors `rules` (an `applicable` answer) need."""
+        # By identity: the rules are this policy's own (and a rule with lists is unhashable).
+        key = tuple(id(rule) for rule in rules)
+        found = self._detectors.get(key)
+        if found is None:
+            if len(self._detectors) >= MAX_SCOPES:
+                self._detectors.clear()
+            found = self._detectors[key] = frozenset(_detector(rule) for rule in rules)
+        return found
 
 
 # --- what is scanned ------------------------------------------------------------------------
@@ -229,105 +232,18 @@ def texts(parts: Any, root: Path = ("parts",)) -> list[tuple[Path, str]]:
     return found
 
 
-# --- the detectors (each: text -> spans) ------------------------------------------------------
-
-_CARD = re2.compile(r"\d(?:[ -]?\d){12,18}")
-_IBAN = re2.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}")
-_EMAIL = re2.compile(
-    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.[A-Za-z]{2,63}"
-)
-_PHONE = re2.compile(r"\+[0-9][0-9 ().-]{5,22}[0-9]")
-_DIGIT = re.compile(r"\d")
-_WORD = re.compile(r"\w")
-
-
-def _bounded(text: str, start: int, end: int) -> bool:
-    """The match is not part of a longer run of digits or letters."""
-    before = text[start - 1] if start > 0 else ""
-    after = text[end] if end < len(text) else ""
-    return not (_WORD.match(before) or _WORD.match(after))
-
-
-def find_cards(text: str) -> list[tuple[int, int]]:
-    spans = []
-    for match in _CARD.finditer(text):
-        digits = re.sub(r"\D", "", match.group())
-        if _bounded(text, *match.span()) and 13 <= len(digits) <= 19 and luhn.is_valid(digits):
-            spans.append(match.span())
-    return spans
-
-
-def find_ibans(text: str) -> list[tuple[int, int]]:
-    spans = []
-    for match in _IBAN.finditer(text):
-        start = match.start()
-        # The greedy match may run into the next word: shorten it at its spaces until valid.
-        candidate = match.group()
-        while True:
-            if _bounded(text, start, start + len(candidate)) and stdnum_iban.is_valid(candidate):
-                spans.append((start, start + len(candidate)))
-                break
-            cut = candidate.rfind(" ")
-            if cut < 15:
-                break
-            candidate = candidate[:cut]
-    return spans
-
-
-def find_emails(text: str) -> list[tuple[int, int]]:
-    if "@" not in text:
-        return []
-    return [m.span() for m in _EMAIL.finditer(text)]
-
-
-def find_phones(text: str) -> list[tuple[int, int]]:
-    """Numbers in international form: RE2 finds the candidates (a `+`, then 7 to 20 digits
-    and separators), `phonenumbers` keeps the valid ones; linear in the text."""
-    if "+" not in text:
-        return []
-    spans: list[tuple[int, int]] = []
-    for candidate in _PHONE.finditer(text):
-        offset = candidate.start()
-        matcher = phonenumbers.PhoneNumberMatcher(
-            candidate.group(), None, leniency=phonenumbers.Leniency.VALID
-        )
-        spans.extend((offset + m.start, offset + m.end) for m in matcher)
-    return spans
-
-
-# Each built-in detector's candidates as RE2 source: every match it can report lies on one.
-CANDIDATES: dict[str, Callable[[], str]] = {
-    "secrets": trigger_source,
-    "card": lambda: str(_CARD.pattern),
-    "iban": lambda: str(_IBAN.pattern),
-    "email": lambda: str(_EMAIL.pattern),
-    "phone": lambda: str(_PHONE.pattern),
-}
-# RE2's memory budget for a prefilter (its default, 8 MB, is short of 200 long patterns).
-PREFILTER_MEMORY = 64 << 20
-
-BUILTIN = {
-    "secrets": secret_spans,
-    "card": find_cards,
-    "iban": find_ibans,
-    "email": find_emails,
-    "phone": find_phones,
-}
-
-
 def _spans(detector: str, rule_patterns: Mapping[str, Any], text: str) -> list[tuple[int, int]]:
     if detector.startswith("pattern:"):
         pattern = rule_patterns[detector.removeprefix("pattern:")]
         return [m.span() for m in pattern.finditer(text) if m.end() > m.start()]
-    if not _DIGIT.search(text) and detector in ("card", "iban", "phone"):
+    if not DIGIT.search(text) and detector in ("card", "iban", "phone"):
         return []
     return BUILTIN[detector](text)
 
 
 def scan_texts(
     found: Sequence[tuple[Path, str]],
-    detectors: set[str],
+    detectors: Iterable[str],
     patterns: Mapping[str, Any],
     prefilter: Any = None,
 ) -> tuple[Hit, ...]:
@@ -352,11 +268,12 @@ _DETECTOR_OF_KIND = {
 }
 
 
-def marker_hits(found: Sequence[tuple[Path, str]], detectors: set[str]) -> list[Hit]:
+def marker_hits(found: Sequence[tuple[Path, str]], detectors: Iterable[str]) -> list[Hit]:
     """Hits for the `[redacted: <kind>]` marks in text the hub stored redacted: what was
     found there before, for a replay of the record (the dry-run). A pattern rule's kind is
     its name, so a mark counts for the rule of that name."""
     hits = []
+    detectors = set(detectors)
     for path, text in found:
         if "[redacted: " not in text:
             continue
@@ -399,9 +316,9 @@ def content_scan(
         found.extend(texts(node, root))
     if not found:
         return ()
-    detectors = {_detector(rule) for rule in rules}
-    prefilter = compiled.prefilter(frozenset(detectors))
-    hits = scan_texts(found, detectors, compiled.patterns, prefilter)
+    detectors = compiled.detectors(rules)
+    prefilter = compiled.prefilter(detectors)
+    hits = scan_texts(found, set(detectors), compiled.patterns, prefilter)
     return (*hits, *marker_hits(found, detectors)) if recorded else hits
 
 

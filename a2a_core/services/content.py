@@ -1,5 +1,9 @@
-"""Content rules where the hub records what agents answer, and where it delivers a message a
-content rule held once a human let it through.
+"""Content rules where the hub records what callers send and agents answer, and where it
+delivers a message a content rule held once a human let it through.
+
+`request_masked` is the one place a request meets its findings: what `decide` found is
+masked before the message's row is built, so the row, the live feed, the inbox and every
+export have the masked form only.
 
 `answer_screened` is the one place an agent's answer meets the policy's content rules: every
 answer an endpoint agent returns (a Message, a Task, a streamed event) and every report an
@@ -15,13 +19,45 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from a2a_core import metrics
+from a2a_core.errors import HubError
 from a2a_core.models import Decision, Message, Task
 from a2a_core.policy.content import Path, Verdict, content_scan, content_verdict, redact
-from a2a_core.sealed import unseal
+from a2a_core.policy.decide import Decision as PolicyDecision
+from a2a_core.sealed import seal, unseal
+from a2a_core.services.classify import classify
 from a2a_core.services.policy import current_policy
 
 if TYPE_CHECKING:
     from a2a_core.services.tasks import Record
+
+
+def request_masked(
+    message: dict[str, Any], decision: PolicyDecision
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The message as the hub stores and shows it (the decision's content findings masked),
+    and its row's content fields: the findings (never the text they matched) and, for a
+    message a content rule held, its original parts sealed for the human who may approve
+    them."""
+    content = decision.content
+    if not content:
+        return message, {}
+    masked = redact(message, content)
+    action = {"content_held": "hold", "content_rejected": "reject"}.get(decision.reason, "redact")
+    metrics.content_found("request", action, (f.kind for f in content))
+    fields: dict[str, Any] = {"content_findings": [f.as_record() for f in content]}
+    if decision.reason == "content_held":
+        fields["sealed_parts"] = seal({"parts": message.get("parts") or []})
+    return masked, fields
+
+
+def masked_summary(masked: dict[str, Any], kind: str) -> tuple[dict[str, Any] | None, str]:
+    """A masked request's envelope and summary, for its row."""
+    try:
+        _, envelope, summary = classify(masked, default_kind="request")
+    except HubError:
+        # The masked envelope no longer fits its schema: keep the masked data, say less.
+        return None, f"{kind} (redacted)"
+    return envelope, summary
 
 
 def approved_parts(message: Message) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from a2a_core import agent_cache, metrics, timeline
+from a2a_core import agent_cache, timeline
 from a2a_core.errors import HubError, PolicyRejected
 from a2a_core.events import publish_traffic_on_commit
 from a2a_core.models import (
@@ -26,14 +26,12 @@ from a2a_core.models import (
     Task,
     TaskState,
 )
-from a2a_core.policy.content import redact
 from a2a_core.policy.decide import Facts
 from a2a_core.schemas.a2a import hub_metadata
 from a2a_core.schemas.events import TrafficItem
-from a2a_core.sealed import seal
 from a2a_core.selectors.message_retries import EarlierCopy, RetryKey, message_earlier_copies
 from a2a_core.services.classify import classify, message_item, message_row
-from a2a_core.services.content import approved_parts
+from a2a_core.services.content import approved_parts, masked_summary, request_masked
 from a2a_core.services.decisions import Decided, decide_batch, message_content
 from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
@@ -238,36 +236,14 @@ def _resumes_inbox_task(plan: _Plan) -> bool:
     )
 
 
-def _masked(plan: _Plan, judged: Decided) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The message as the hub stores and shows it (content rules' findings masked), and the
-    row's content fields: the findings (never the text they matched) and, for a message held
-    by a content rule, its original parts sealed for the human who may approve them."""
-    content = judged.decision.content
-    if not content:
-        return plan.item.message, {}
-    masked = redact(plan.item.message, content)
-    action = {"content_held": "hold", "content_rejected": "reject"}.get(
-        judged.decision.reason, "redact"
-    )
-    metrics.content_found("request", action, (f.kind for f in content))
-    fields: dict[str, Any] = {"content_findings": [f.as_record() for f in content]}
-    if judged.decision.reason == "content_held":
-        fields["sealed_parts"] = seal({"parts": plan.item.message.get("parts") or []})
-    return masked, fields
-
-
 def _row(plan: _Plan, task: Task | None, judged: Decided) -> Message:
     decision = judged.decision
     item = plan.item
     redirected = decision.action == "redirect"
-    message, content = _masked(plan, judged)
+    message, content = request_masked(item.message, decision)
     envelope, summary = plan.envelope, plan.summary
     if content:
-        try:
-            _, envelope, summary = classify(message, default_kind="request")
-        except HubError:
-            # The masked envelope no longer fits its schema: keep the masked data, say less.
-            envelope, summary = None, f"{plan.kind} (redacted)"
+        envelope, summary = masked_summary(message, plan.kind)
     return message_row(
         message,
         role="user",
