@@ -187,8 +187,9 @@ class Recording:
         refuses it (the task stays as it was). `metadata`: the status update event's, relayed
         on the recorded event and merged into the task's (as the a2a-sdk's task store does),
         so an update that only carries metadata is recorded too. `streamed`: a status update
-        event the agent streamed; one that changes nothing is still recorded as an event, so
-        streams relay it as the agent sent it."""
+        event the agent streamed; its SUBMITTED while the hub's task is still submitted is
+        recorded as an event all the same, so streams relay it as the agent sent it (a state
+        the hub's task has already, because a human approved it, is not repeated)."""
         task = self.task
         try:
             state = state_from_wire(str(status.get("state", "")))
@@ -210,8 +211,6 @@ class Recording:
         if state == task.state and (
             state in TERMINAL_STATES or not (isinstance(message, dict) or metadata)
         ):
-            if streamed and state not in TERMINAL_STATES:
-                self.event(TaskEventKind.STATUS, status_update(task), state)
             return False
         try:
             check_transition(task.pk, task.state, state)
