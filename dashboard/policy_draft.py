@@ -6,8 +6,9 @@ problem `parse_policy` reports (paths like `limits.perMinute` or `matrix.3.actio
 next to the input that caused it. On top it checks what only a form can get wrong: a rule
 naming an agent that does not exist, stopping all routing without confirming, no reason.
 
-The matrix is split in two: rules for a plain pair (no kinds or skills) are the grid's cells,
-posted as hidden `cell` inputs ("caller target action"); rules with kinds or skills are rows.
+The matrix is split in two: rules for a plain pair (no kinds, skills or via) are the grid's
+cells, posted as hidden `cell` inputs ("caller target action"); rules with kinds, skills or
+`via` (a grant to a chain's root caller through the agents named) are rows.
 In the document the rows come first, so for the same pair a narrower rule is checked before
 the cell's (the most specific rule wins, see `a2a_core.policy.decide`).
 """
@@ -92,7 +93,7 @@ class PolicyDraft:
         draft.breaker_cooldown.value = as_text(doc["breaker"]["cooldownSeconds"])
         for rule in doc["matrix"]:
             pair = (rule["caller"], rule["target"])
-            if rule["kinds"] or rule["skills"]:
+            if rule["kinds"] or rule["skills"] or rule.get("via"):
                 draft._add_row(RULES, rule)
             elif pair not in draft.cells:
                 # A later plain rule for the same pair never applies: the first one wins.
@@ -242,6 +243,7 @@ class PolicyDraft:
                     "action": row["action"].value,
                     "kinds": words(row["kinds"].value),
                     "skills": words(row["skills"].value),
+                    "via": words(row["via"].value),
                 }
             )
         for (caller, target), action in self.cells.items():
@@ -382,6 +384,7 @@ class PolicyDraft:
         for row in self._filled(RULES):
             unknown(row["caller"], words(row["caller"].value))
             unknown(row["target"], words(row["target"].value))
+            unknown(row["via"], words(row["via"].value))
         seen: set[str] = set()
         for row in self._filled(OVERRIDES):
             slug = row["agent"].value.strip()

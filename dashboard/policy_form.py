@@ -49,8 +49,8 @@ class Section:
 
 RULES = Section(
     "rule",
-    ("caller", "target", "action", "kinds", "skills"),
-    content=("caller", "target", "kinds", "skills"),
+    ("caller", "target", "action", "kinds", "skills", "via"),
+    content=("caller", "target", "kinds", "skills", "via"),
 )
 OVERRIDES = Section(
     "override", ("agent", *(name for name, _ in LIMITS)), content=("agent", *(n for n, _ in LIMITS))

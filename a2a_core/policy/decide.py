@@ -8,21 +8,25 @@ deterministic and tested in isolation. The checks, in order (the first that appl
  3. unknown_target      the target is not registered
  4. self_routing        an agent addressing itself
  5. denied_by_matrix    a matrix rule (or the default) denies the pair, kind or skill
- 6. hop_limit           the delegation chain would grow past max_hops
- 7. loop_detected       the target is already on the chain (A -> B -> A)
- 7b. content_rejected / content_held
+ 6. delegation_exceeds_initiator
+                        a call at hop 2 or deeper: the matrix denies the chain's root caller
+                        the target (the same kinds and skills matching), and no rule with
+                        `via` grants the delegation (see `delegation_check`)
+ 7. hop_limit           the delegation chain would grow past max_hops
+ 8. loop_detected       the target is already on the chain (A -> B -> A)
+ 8b. content_rejected / content_held
                         a content rule finds what it looks for in the message (a secret, a
                         card number, a pattern...) and rejects it or holds it for a human; a
                         rule that redacts lets it go on (reason content_redacted when nothing
                         else holds or redirects it), its matches replaced
- 8. rate_limit_*        the caller's minute/hour/concurrency limits, the target's incoming limit
+ 9. rate_limit_*        the caller's minute/hour/concurrency limits, the target's incoming limit
     queue_full          an inbox target has as many deliveries waiting as its queue holds
- 9. target_suspended / target_offline / circuit_open
+10. target_suspended / target_offline / circuit_open
                         the target cannot take it now; a redirect rule may send it to an
                         agent it names, or to one with the same skill that a matrix rule lets
                         the caller reach (reason "redirected", the detail says which and why)
-10. approval_required   a matrix "approve" rule or an approval rule: a human decides
-11. ok                  deliver
+11. approval_required   a matrix "approve" rule or an approval rule: a human decides
+12. ok                  deliver
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ REASONS = (
     "unknown_target",
     "self_routing",
     "denied_by_matrix",
+    "delegation_exceeds_initiator",
     "hop_limit",
     "loop_detected",
     "rate_limit_minute",
@@ -168,12 +173,17 @@ def _applies(rule: MatrixRule, kind: str, skill: str) -> bool:
 class CompiledPolicy:
     """A policy indexed for constant-time lookups (10,000 matrix rules cost no more than 10)."""
 
-    def __init__(self, policy: Policy, *, version: int = 0) -> None:
+    def __init__(self, policy: Policy, *, version: int = 0, author: str = "") -> None:
         self.policy = policy
         self.version = version
+        # Who published this version (its author's name, or the label a command gave).
+        self.author = author
         self._matrix: dict[tuple[str, str], list[MatrixRule]] = {}
+        # Rules with `via`: only for a chain's root caller (`delegation_rule`).
+        self._via: dict[tuple[str, str], list[MatrixRule]] = {}
         for rule in policy.matrix:
-            self._matrix.setdefault((rule.caller, rule.target), []).append(rule)
+            rules = self._via if rule.via else self._matrix
+            rules.setdefault((rule.caller, rule.target), []).append(rule)
         self._limits = dict(policy.agent_limits)
         self.content = ContentRules(policy.content_rules)
 
@@ -191,6 +201,21 @@ class CompiledPolicy:
         if rule is None:
             return self.policy.default_action, "the default for unlisted pairs"
         return rule.action, f"matrix rule {rule.caller} -> {rule.target}"
+
+    def delegation_rule(
+        self, root: str, target: str, through: tuple[str, ...], kind: str, skill: str
+    ) -> MatrixRule | None:
+        """The most specific rule with `via` for `root` reaching `target` through the agents
+        `through` (each must match one of its `via`); None when none applies."""
+        if not self._via:
+            return None
+        for key in ((root, target), (root, ANY), (ANY, target), (ANY, ANY)):
+            for rule in self._via.get(key, ()):
+                if _applies(rule, kind, skill) and all(
+                    ANY in rule.via or agent in rule.via for agent in through
+                ):
+                    return rule
+        return None
 
     def limits_for(self, caller: str) -> RateLimits:
         return self._limits.get(caller, self.policy.limits)
@@ -267,6 +292,43 @@ def why_unavailable(
 
 
 @dataclass(frozen=True, slots=True)
+class Delegation:
+    """How the matrix judges a delegated call against its chain's root caller."""
+
+    action: str  # allow | deny | approve
+    why: str  # the rule (or the default) that gives `action`
+    granted: bool  # by a rule with `via`
+
+
+def delegation_check(facts: Facts, target: str, policy: CompiledPolicy) -> Delegation | None:
+    """A call at hop 2 or deeper, judged against the chain's root caller: may the root reach
+    `target` (the call's target, or a stand-in for it)? A rule with `via` whose agents cover
+    every agent between the root and the target decides; otherwise the matrix, as for a
+    direct call from the root (its default included: under `defaultAction: deny` a chain
+    reaches only targets a rule lets its root reach). None for a first call, and for a call
+    back to the root (a loop, judged as one)."""
+    if len(facts.chain) < 2 or facts.chain[0] == target:
+        return None
+    root, through = facts.chain[0], facts.chain[1:]
+    rule = policy.delegation_rule(root, target, through, facts.kind, facts.skill)
+    if rule is not None:
+        why = f"matrix rule {rule.caller} -> {rule.target} via {', '.join(rule.via)}"
+        return Delegation(rule.action, why, granted=True)
+    action, why = policy.matrix_action(root, target, facts.kind, facts.skill)
+    return Delegation(action, why, granted=False)
+
+
+def _beyond_initiator(facts: Facts, delegation: Delegation) -> Decision:
+    root, via = facts.chain[0], " -> ".join(facts.chain[1:])
+    return _reject(
+        "delegation_exceeds_initiator",
+        f"{root} -> {facts.target} is denied by {delegation.why}, so {via} may not call "
+        f"{facts.target} for {root} (chain {' -> '.join((*facts.chain, facts.target))}); "
+        f"a rule {root} -> {facts.target} via {via.replace(' -> ', ', ')} would grant it",
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class StandIn:
     """The agent a redirect rule sends a message to instead of its target, and why it."""
 
@@ -277,14 +339,18 @@ class StandIn:
     why: str
 
 
-def _can_stand_in(name: str, facts: Facts, ctx: Context) -> bool:
+def _can_stand_in(name: str, facts: Facts, ctx: Context, policy: CompiledPolicy) -> bool:
     candidate = ctx.agents.get(name)
-    return not (
+    if (
         candidate is None
         or name in (facts.target, facts.caller)
         or name in facts.chain
         or why_unavailable(candidate, ctx.breakers.get(name, CLOSED)) is not None
-    )
+    ):
+        return False
+    # A delegated call goes only to a stand-in its root caller may reach.
+    delegation = delegation_check(facts, name, policy)
+    return delegation is None or delegation.action != "deny"
 
 
 def stand_in(facts: Facts, ctx: Context, policy: CompiledPolicy, why: str) -> StandIn | None:
@@ -294,7 +360,7 @@ def stand_in(facts: Facts, ctx: Context, policy: CompiledPolicy, why: str) -> St
     caller reach."""
     for rule in policy.redirect_rules(facts.target, why):
         for name in rule.to:
-            if not _can_stand_in(name, facts, ctx):
+            if not _can_stand_in(name, facts, ctx, policy):
                 continue
             action, matrix = policy.matrix_action(facts.caller, name, facts.kind, facts.skill)
             if action != "deny":
@@ -303,7 +369,7 @@ def stand_in(facts: Facts, ctx: Context, policy: CompiledPolicy, why: str) -> St
         if rule.to or not facts.skill:
             continue
         for name in ctx.by_skill.get(facts.skill, ()):
-            if not _can_stand_in(name, facts, ctx):
+            if not _can_stand_in(name, facts, ctx, policy):
                 continue
             found = policy.matrix_rule(facts.caller, name, facts.kind, facts.skill)
             if found is not None and found.action != "deny":
@@ -371,6 +437,13 @@ def decide(facts: Facts, ctx: Context, policy: CompiledPolicy) -> Decision:
     action, why = policy.matrix_action(facts.caller, facts.target, facts.kind, facts.skill)
     if action == "deny":
         return _reject("denied_by_matrix", f"{facts.caller} -> {facts.target} is denied by {why}")
+    delegation = delegation_check(facts, facts.target, policy)
+    if delegation is not None:
+        if delegation.action == "deny":
+            return _beyond_initiator(facts, delegation)
+        if delegation.granted and delegation.action == "approve" and action == "allow":
+            # A grant that asks for a human: held as a matrix "approve" rule holds.
+            action, why = "approve", delegation.why
 
     if facts.hop > rules.max_hops:
         return _reject(

@@ -2,6 +2,7 @@
 
 Pure: two policy documents in, one line per change out, in the order an editor shows them
 (routing, the matrix, limits, the chain rules, breakers, approvals, redirects, content rules).
+Also who an automatic decision is by: "policy v3 by alice" (`decided_by_policy`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ BREAKER_WORDS = {
 ACTION_WORDS = {"allow": "allow", "deny": "deny", "approve": "needs approval"}
 
 
+def decided_by_policy(version: int | None, author: str = "") -> str:
+    """Who stands behind a decision policy version `version` made: the version and the person
+    who published it ("policy v3 by alice"); the hub's default policy (version 0) is nobody's.
+    '' when the version is not known (a message recorded before versions were kept)."""
+    if version is None:
+        return ""
+    if version == 0:
+        return "the default policy (v0)"
+    return f"policy v{version} by {author}" if author else f"policy v{version}"
+
+
 def _value(value: Any, *, none: str = "no limit") -> str:
     if value is None:
         return none
@@ -57,14 +69,21 @@ def _only(rule: dict[str, Any]) -> str:
 def _matrix(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
     def keyed(rules: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
         return {
-            (r["caller"], r["target"], tuple(r.get("kinds", ())), tuple(r.get("skills", ()))): r
+            (
+                r["caller"],
+                r["target"],
+                tuple(r.get("kinds", ())),
+                tuple(r.get("skills", ())),
+                tuple(r.get("via", ())),
+            ): r
             for r in rules
         }
 
     before, after = keyed(old), keyed(new)
     lines = []
     for key in [*before, *(k for k in after if k not in before)]:
-        pair = f"{key[0]} → {key[1]}"
+        # A rule with `via` grants (or refuses) a chain's root caller the target.
+        pair = f"{key[0]} → {key[1]}" + (f" via {', '.join(key[4])}" if key[4] else "")
         was, now = before.get(key), after.get(key)
         if was is not None and now is not None:
             if was["action"] != now["action"]:

@@ -1,9 +1,10 @@
 """The policy: one validated document, versioned by the hub.
 
 Everything an admin can change is here: the routing kill switch, who may route to whom (a
-matrix of caller -> target rules with a default), rate limits, the hop limit and loop
-detection, circuit breakers, approval rules, redirect rules and content rules (what a message
-or an answer may carry: `a2a_core.policy.content`). Agent ids are slugs; `*` matches any agent.
+matrix of caller -> target rules with a default, and rules granting a chain's root caller a
+target through named agents), rate limits, the hop limit and loop detection, circuit breakers,
+approval rules, redirect rules and content rules (what a message or an answer may carry:
+`a2a_core.policy.content`). Agent ids are slugs; `*` matches any agent.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     TypeAdapter,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -52,11 +55,32 @@ class _KindsAndSkills(Strict):
 
 
 class MatrixRule(_KindsAndSkills):
-    """Whether `caller` may route to `target`, optionally only for some kinds or skills."""
+    """Whether `caller` may route to `target`, optionally only for some kinds or skills.
+
+    With `via`, the rule is about delegation instead: whether the root caller of a chain
+    (`caller`) may reach `target` through agents acting for it. It applies only when every
+    agent between the root and the target matches one of `via`, and never to a direct call
+    (`a2a_core.policy.decide`, the delegation check)."""
 
     caller: Pattern
     target: Pattern
     action: Action
+    via: list[Pattern] = Field(default_factory=list, max_length=20)
+
+    @field_validator("via", mode="before")
+    @classmethod
+    def _one_or_several(cls, value: Any) -> Any:
+        # One agent may be given as a string.
+        return [value] if isinstance(value, str) else value
+
+    @model_serializer(mode="wrap")
+    def _without_empty_via(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Rules without `via` are stored as they were before it existed: documents published
+        # earlier compare (and diff) equal.
+        data: dict[str, Any] = handler(self)
+        if not self.via:
+            data.pop("via", None)
+        return data
 
 
 class RateLimits(Strict):

@@ -307,6 +307,51 @@ def test_a_redirect_rule_naming_several_agents_round_trips_through_the_editor(as
     assert PolicyVersion.objects.count() == 2
 
 
+def test_an_admin_grants_a_delegation_through_an_agent_in_a_rule_row(as_role):
+    for slug in ("alpha", "beta", "gamma"):
+        register(slug)
+    publish({"matrix": [{"caller": "alpha", "target": "gamma", "action": "deny"}]})
+    admin = as_role("admin")
+    form, token = editor(admin)
+    form.update(
+        {
+            "rule-0-caller": ["alpha"],
+            "rule-0-target": ["gamma"],
+            "rule-0-action": ["allow"],
+            "rule-0-kinds": [""],
+            "rule-0-skills": [""],
+            "rule-0-via": ["beta"],
+            "reason": ["alpha may reach gamma through beta"],
+        }
+    )
+    post(admin, "/policy/save/", form, token)
+
+    assert PolicyVersion.objects.latest("number").document["matrix"] == [
+        {
+            "caller": "alpha",
+            "target": "gamma",
+            "action": "allow",
+            "kinds": [],
+            "skills": [],
+            "via": ["beta"],
+        },
+        {"caller": "alpha", "target": "gamma", "action": "deny", "kinds": [], "skills": []},
+    ]
+    page = admin.get("/policy/").content.decode()
+    assert form_of(page)["rule-0-via"] == ["beta"]
+    assert 'aria-label="alpha → gamma: deny"' in page  # the direct pair stays denied
+    versions = admin.get("/policy/").content.decode()
+    assert "alpha → gamma via beta: allow (new rule)" in versions
+
+    form, token = editor(admin)
+    form["rule-0-via"] = ["beta nobody"]
+    form["reason"] = ["a typo"]
+    html = post(admin, "/policy/save/", form, token)
+    fragment = html.split('name="rule-0-via"', 1)[1].split("</td>", 1)[0]
+    assert "no agent named &#x27;nobody&#x27; is registered" in fragment
+    assert PolicyVersion.objects.count() == 2
+
+
 def test_invalid_input_is_shown_next_to_its_field_and_nothing_is_saved(as_role):
     register("alpha"), register("echo")
     publish({})

@@ -67,6 +67,14 @@ CASES = [
     ),
     ("default deny", {"defaultAction": "deny"}, facts(), ctx(), "reject", "denied_by_matrix"),
     (
+        "delegation beyond its initiator",
+        {"matrix": [{"caller": "alpha", "target": "gamma", "action": "deny"}]},
+        facts(caller="beta", target="gamma", chain=("alpha", "beta")),
+        ctx(),
+        "reject",
+        "delegation_exceeds_initiator",
+    ),
+    (
         "allow overrides default deny",
         {
             "defaultAction": "deny",
@@ -351,6 +359,18 @@ ORDER = [
         "denied_by_matrix",
     ),
     (
+        "matrix before delegation",
+        {"matrix": [{"caller": "*", "target": "alpha", "action": "deny"}]},
+        facts(caller="beta", target="alpha", chain=("gamma", "beta")),
+        "denied_by_matrix",
+    ),
+    (
+        "delegation before hop limit",
+        {"matrix": [{"caller": "gamma", "target": "beta", "action": "deny"}], "maxHops": 1},
+        facts(caller="alpha", chain=("gamma", "alpha")),
+        "delegation_exceeds_initiator",
+    ),
+    (
         "hop limit before loop",
         {"maxHops": 2},
         facts(caller="beta", target="alpha", chain=("alpha", "x", "beta")),
@@ -529,6 +549,114 @@ def test_most_specific_matrix_rule_wins():
     )
 
 
+# --- delegation within the initiator's scope -------------------------------------------------
+
+A_B_C = {
+    "matrix": [
+        {"caller": "alpha", "target": "beta", "action": "allow"},
+        {"caller": "beta", "target": "gamma", "action": "allow"},
+        {"caller": "alpha", "target": "gamma", "action": "deny"},
+    ]
+}
+THROUGH_BETA = facts(caller="beta", target="gamma", chain=("alpha", "beta"))
+
+
+def test_a_delegated_call_the_root_may_not_make_is_refused_naming_root_via_and_target():
+    decision = decide(THROUGH_BETA, ctx(), policy(**A_B_C))
+    assert (decision.action, decision.reason) == ("reject", "delegation_exceeds_initiator")
+    assert decision.detail == (
+        "alpha -> gamma is denied by matrix rule alpha -> gamma, so beta may not call gamma "
+        "for alpha (chain alpha -> beta -> gamma); a rule alpha -> gamma via beta would grant it"
+    )
+    # The first call of the chain, and beta calling gamma on its own, are not delegations.
+    assert decide(facts(), ctx(), policy(**A_B_C)).reason == "ok"
+    assert decide(facts("beta", "gamma"), ctx(), policy(**A_B_C)).reason == "ok"
+
+
+def grant(via: Any, action: str = "allow", **more: Any) -> dict[str, Any]:
+    rule = {"caller": "alpha", "target": "gamma", "via": via, "action": action, **more}
+    return {"matrix": [*A_B_C["matrix"], rule]}
+
+
+def test_a_rule_with_via_grants_the_delegation_and_never_a_direct_call():
+    compiled = policy(**grant("beta"))
+    assert decide(THROUGH_BETA, ctx(), compiled).reason == "ok"
+    direct = decide(facts("alpha", "gamma"), ctx(), compiled)
+    assert (direct.reason, direct.detail) == (
+        "denied_by_matrix",
+        "alpha -> gamma is denied by matrix rule alpha -> gamma",
+    )
+
+
+def test_a_grant_covers_only_chains_whose_every_middle_agent_it_names():
+    through_two = facts(caller="beta", target="gamma", chain=("alpha", "scribe", "beta"))
+    assert decide(through_two, ctx(), policy(**grant("beta"))).reason == (
+        "delegation_exceeds_initiator"
+    )
+    assert decide(through_two, ctx(), policy(**grant(["scribe", "beta"]))).reason == "ok"
+    assert decide(through_two, ctx(), policy(**grant("*"))).reason == "ok"
+    assert decide(THROUGH_BETA, ctx(), policy(**grant("scribe"))).reason == (
+        "delegation_exceeds_initiator"
+    )
+
+
+def test_a_grant_for_some_kinds_leaves_the_others_refused():
+    compiled = policy(**grant("beta", kinds=["question"]))
+    assert decide(THROUGH_BETA, ctx(), compiled).reason == "delegation_exceeds_initiator"
+    question = facts(caller="beta", target="gamma", chain=("alpha", "beta"), kind="question")
+    assert decide(question, ctx(), compiled).reason == "ok"
+
+
+def test_a_via_rule_can_refuse_or_hold_a_delegation_the_root_could_make_itself():
+    allowed = {"matrix": A_B_C["matrix"][:2]}  # alpha -> gamma: the default, allow
+    deny = {"caller": "alpha", "target": "gamma", "via": "beta", "action": "deny"}
+    refused = decide(THROUGH_BETA, ctx(), policy(matrix=[*allowed["matrix"], deny]))
+    assert refused.reason == "delegation_exceeds_initiator"
+    assert "matrix rule alpha -> gamma via beta" in refused.detail
+    held = decide(THROUGH_BETA, ctx(), policy(**grant("beta", "approve")))
+    assert (held.action, held.reason) == ("hold", "approval_required")
+    assert held.approval is not None
+    assert held.approval.name == "matrix rule alpha -> gamma via beta needs approval"
+
+
+def test_under_a_default_deny_a_chain_reaches_only_what_its_root_may():
+    doc = {"defaultAction": "deny", "matrix": A_B_C["matrix"][:2]}
+    assert decide(THROUGH_BETA, ctx(), policy(**doc)).reason == "delegation_exceeds_initiator"
+    everyone = {"caller": "*", "target": "*", "via": "*", "action": "allow"}
+    doc["matrix"] = [*doc["matrix"], everyone]
+    assert decide(THROUGH_BETA, ctx(), policy(**doc)).reason == "ok"
+
+
+def test_under_the_default_allow_chains_are_judged_as_before():
+    doc = {"matrix": A_B_C["matrix"][:2]}
+    chain = facts(caller="beta", target="gamma", chain=("alpha", "beta"))
+    assert decide(chain, ctx(), policy(**doc)).reason == "ok"
+
+
+def test_a_call_back_to_the_root_is_a_loop_not_a_delegation_beyond_it():
+    doc = {
+        "defaultAction": "deny",
+        "matrix": [{"caller": "beta", "target": "alpha", "action": "allow"}],
+    }
+    back = facts(caller="beta", target="alpha", chain=("alpha", "beta"))
+    assert decide(back, ctx(), policy(**doc)).reason == "loop_detected"
+
+
+def test_a_redirect_never_hands_a_delegated_call_to_an_agent_its_root_may_not_reach():
+    doc = {
+        "matrix": [{"caller": "alpha", "target": "gamma", "action": "deny"}],
+        "redirects": [{"targets": ["sleepy"], "to": ["gamma", "beta"]}],
+    }
+    chained = facts(caller="scribe", target="sleepy", chain=("alpha", "scribe"))
+    decision = decide(chained, ctx(), policy(**doc))
+    assert (decision.action, decision.target) == ("redirect", "beta")
+
+
+def test_via_is_stored_only_on_rules_that_have_it():
+    document = parse_policy(grant("beta")).as_document()
+    assert [rule.get("via") for rule in document["matrix"]] == [None, None, None, ["beta"]]
+
+
 # --- properties -----------------------------------------------------------------------------
 
 slugs = st.sampled_from(["alpha", "beta", "gamma", "sleepy", "ghost", "scribe"])
@@ -590,6 +718,18 @@ def test_a_redirect_goes_only_to_a_named_agent_or_one_a_matrix_rule_lets_the_cal
         rule = compiled.matrix_rule(fact.caller, decision.target, fact.kind, fact.skill)
         assert decision.target in named or (rule is not None and rule.action == "allow")
         assert decision.target not in (fact.caller, fact.target, *fact.chain)
+
+
+@settings(max_examples=400, deadline=None)
+@given(rules, st.sampled_from(["allow", "deny"]), fact_strategy, usage, breakers)
+def test_no_delegated_call_reaches_a_target_its_root_may_not_without_a_grant(
+    matrix, default, fact, use, brk
+):
+    compiled = policy(matrix=matrix, defaultAction=default, redirects=[{}])
+    decision = decide(fact, ctx(usage=use, breakers=brk), compiled)
+    if decision.delivers and len(fact.chain) >= 2 and fact.chain[0] != decision.target:
+        action, _ = compiled.matrix_action(fact.chain[0], decision.target, fact.kind, fact.skill)
+        assert action != "deny"
 
 
 @settings(max_examples=400, deadline=None)

@@ -84,3 +84,18 @@ def test_content_rule_changes_are_worded_by_rule_name():
         "content rule added: tickets: pattern TICKET-[0-9]{4} in requests and answers "
         "(only callers monitor) → rejected",
     ]
+
+
+def test_a_delegation_grant_reads_with_the_agents_it_passes_through():
+    grant = {"caller": "pm", "target": "tester", "via": "architect", "action": "allow"}
+    assert policy_changes({}, {"matrix": [grant]}) == [
+        "pm → tester via architect: allow (new rule)"
+    ]
+    assert policy_changes({"matrix": [grant]}, {"matrix": [{**grant, "action": "deny"}]}) == [
+        "pm → tester via architect: allow → deny"
+    ]
+    # The same pair without `via` is another rule.
+    direct = {"caller": "pm", "target": "tester", "action": "deny"}
+    assert policy_changes({"matrix": [grant]}, {"matrix": [grant, direct]}) == [
+        "pm → tester: deny (new rule)"
+    ]
