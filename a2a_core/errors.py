@@ -116,10 +116,14 @@ class PolicyRejected(HubError):
         reason: str,
         retry_after: float | None = None,
         details: dict[str, Any] | None = None,
+        decided_by: str = "",
     ) -> None:
         super().__init__(message, details=details)
         self.reason = reason
         self.retry_after = retry_after
+        # Who stands behind the refusal ("policy v3 by alice"): for the hub's own record and
+        # spans, not told to the caller.
+        self.decided_by = decided_by
 
 
 class TargetUnavailable(HubError):

@@ -7,7 +7,8 @@ below returns at once and nothing is imported. On, each call through the hub giv
                 context; without one, the span of the hub's forward to the calling agent
                 when the call is a delegation from a task the hub forwarded (so one trace
                 spans agents that do not propagate it), else a new trace with the hub's id
-  a2a.decide    the policy's decision on it (child of the request)
+  a2a.decide    the policy's decision on it (child of the request), and who stands behind
+                it (a2a.decided_by: the version and who published it, "policy v3 by alice")
   a2a.forward   the hub's call to the agent (a client span, child of the request, or of the
                 wait for a human); its context goes to the agent as `traceparent`. To an
                 inbox agent: from the queued delivery until the agent's report ends the task
@@ -19,7 +20,7 @@ below returns at once and nothing is imported. On, each call through the hub giv
                 the fan-out's request span has an id every process derives from its message
   a2a.wait      the time a held message waited for a human: from its hold (a child of the
                 held request) to its approval or redirect, with the human's decision and
-                name (a2a.approver)
+                name (a2a.approver, and a2a.decided_by as on a2a.decide)
   a2a.hub.accepted, a2a.hub.judged, a2a.hub.committed, a2a.hub.delivered, a2a.agent,
   a2a.hub.recorded
                 (children of a2a.forward, once the answer is recorded) where a forwarded
@@ -162,9 +163,11 @@ def _serving(caller: str, target: str, traceparent: str) -> Iterator[None]:
             state.span.end()
 
 
-def routed(accepted: Accepted | None, *, reason: str = "", started: int = 0) -> None:
-    """The hub accepted (or, `accepted` None, refused with `reason`) the current call: its
-    request and decide spans, `started` being when the decision began (time.time_ns())."""
+def routed(
+    accepted: Accepted | None, *, reason: str = "", started: int = 0, decided_by: str = ""
+) -> None:
+    """The hub accepted (or, `accepted` None, refused with `reason`, by `decided_by`) the
+    current call: its request and decide spans, `started` being when the decision began."""
     state = _request.get() if _tracer is not None else None
     if state is None or state.span is not None:
         return
@@ -177,7 +180,10 @@ def routed(accepted: Accepted | None, *, reason: str = "", started: int = 0) -> 
         forward = _forwards.get(task_id)
         parent = forward.get_span_context() if forward is not None else None
     context = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+    who = accepted.decided_by if accepted is not None else decided_by
     attributes = _attributes(accepted, caller=state.caller, target=state.target, reason=reason)
+    if who:
+        attributes["a2a.decided_by"] = who
     token = _trace_id.set(_hub_trace(accepted.trace_id) if accepted and not parent else 0)
     try:
         state.span = _tracer.start_span(
@@ -412,7 +418,8 @@ def _after_wait(
     try:
         attributes = _attributes(accepted, caller=caller, target=accepted.deliver_to)
         if approver:
-            attributes["a2a.approver"] = approver
+            # The human decided: theirs is the decision, not the policy's that held it.
+            attributes["a2a.approver"] = attributes["a2a.decided_by"] = approver
         span = _tracer.start_span(
             "a2a.wait",
             context=context,

@@ -47,7 +47,7 @@ from a2a_core.schemas.events import (
     parse_event,
 )
 from a2a_core.selectors.escalations import escalation_counts
-from a2a_core.selectors.traffic import FeedRow, TrafficFilter, feed_rows_by_pk
+from a2a_core.selectors.traffic import FeedRow, TrafficFilter, feed_rows_by_pk, with_deciders
 
 log = get_logger("dashboard.live")
 
@@ -184,7 +184,7 @@ def _feed_rows(items: list[MessageItem]) -> list[FeedRow]:
     unread = [pk for pk, row in drawn.items() if row is None]
     if unread:
         drawn.update(feed_rows_by_pk(unread))
-    return [row for row in drawn.values() if row is not None]
+    return with_deciders([row for row in drawn.values() if row is not None])
 
 
 def render_update(messages: Iterable[dict[str, Any]]) -> Update:

@@ -1,7 +1,7 @@
 """Emptying what a hub process keeps between calls, for tests that reset the database.
 
 The hub's process-wide caches (agents, the compiled policy, agents' slugs on the dashboard, the
-endpoint slots' counts) and its Redis counters assume one database for the life of the process;
+policy versions' authors, the endpoint slots' counts) and its Redis counters assume one database for the life of the process;
 between tests the database is emptied under them. The hub has no use for forgetting them, so
 this is the tests' own code, reaching into the modules' state by name.
 """
@@ -13,6 +13,7 @@ def forget_process_state() -> None:
     from a2a_core import jwks
     from a2a_core.delivery import endpoint
     from a2a_core.delivery.slots import Slots, shared_slots
+    from a2a_core.selectors import deciders
     from a2a_core.services import policy
     from a2a_core.storage.policy_state import policy_state
     from a2a_core.storage.redis_state import RedisState
@@ -24,6 +25,8 @@ def forget_process_state() -> None:
     for forwarder in endpoint._forwarders.values():
         forwarder.slots = Slots(shared=shared_slots())
     live._slugs.clear()
+    with deciders._lock:
+        deciders._authors.clear()
     with policy._lock:
         policy._cached, policy._checked_at = None, 0.0
     state = policy_state()

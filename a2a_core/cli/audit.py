@@ -194,14 +194,15 @@ def _row(line: dict[str, Any]) -> list[str]:
         line["to"] or "-",
         line["type"],
         _decision_text(line),
+        line["policyDecision"].get("decidedBy") or "-",
         "-" if latency is None else f"{latency} ms",
         summary[:80] + ("…" if len(summary) > 80 else ""),
     ]
 
 
-HEADERS = ["TIME", "FROM", "TO", "KIND", "DECISION", "LATENCY", "SUMMARY"]
+HEADERS = ["TIME", "FROM", "TO", "KIND", "DECISION", "DECIDED BY", "LATENCY", "SUMMARY"]
 # Fixed widths, so the rows `--follow` prints later line up with the first ones.
-WIDTHS = [19, 14, 14, 18, 30, 8]
+WIDTHS = [19, 14, 14, 18, 30, 24, 8]
 
 
 def _columns(cells: list[str]) -> str:

@@ -33,7 +33,7 @@ async def accept(call: Call, request: SendMessageRequest) -> Accepted:
     try:
         accepted = await _submit_accept(call, request)
     except PolicyRejected as exc:
-        tracing.routed(None, reason=exc.reason, started=started)
+        tracing.routed(None, reason=exc.reason, started=started, decided_by=exc.decided_by)
         metrics.decided("reject", exc.reason)
         if exc.retry_after is not None:
             call.response_headers["Retry-After"] = str(retry_seconds(exc.retry_after))

@@ -104,6 +104,10 @@ class Message(models.Model):
     decision_reason = models.CharField(max_length=64, blank=True)
     decision_detail = models.TextField(blank=True)
     decision_latency_us = models.PositiveIntegerField(null=True, blank=True)
+    # The policy version that decided it (0: the default policy, none published yet; None: a
+    # message recorded before versions were kept, or one no policy judged). A human's later
+    # decision on a held message is the escalation's (`decided_by`).
+    decision_policy_version = models.PositiveIntegerField(null=True, blank=True)
     redirected_to = models.ForeignKey(
         Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
     )

@@ -44,6 +44,8 @@ class MessageRow(Strict):
     decision_latency_us: int | None
     trace_id: str
     hop: int
+    # The policy version that decided it (`Message.decision_policy_version`).
+    policy_version: int | None = None
 
 
 class MessageItem(Strict):

@@ -14,7 +14,7 @@ import base64
 import functools
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from a2a_core.models import (
     Message,
     Task,
 )
+from a2a_core.selectors.deciders import message_deciders
 from a2a_core.selectors.task_wire import iso, message_view
 from a2a_core.selectors.traffic import ROW_RELATIONS, message_rows
 
@@ -105,6 +106,8 @@ class AuditPage:
     # None for a text search (counting it would read every message: its window bounds it).
     total: int | None = None
     total_capped: bool = False
+    # Who made each message's decision, by pk (`selectors.deciders`).
+    deciders: dict[int, str] = field(default_factory=dict)
 
 
 # The audit counts its matches up to this many: a count reads every match's index entry
@@ -255,6 +258,7 @@ def audit_page(
         scanned=scanned,
         total=total,
         total_capped=capped,
+        deciders=message_deciders(messages),
     )
 
 
@@ -317,6 +321,8 @@ def message_document(message: Message) -> dict[str, Any]:
                 "detail": message.decision_detail,
                 "latencyUs": message.decision_latency_us,
                 "redirectedTo": _slug(message.redirected_to),
+                "policyVersion": message.decision_policy_version,
+                "decidedBy": message_deciders([message]).get(message.pk) or None,
             },
             "deliveryState": message.delivery_state,
             "respondedAt": _when(message.responded_at),

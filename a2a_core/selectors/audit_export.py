@@ -37,6 +37,7 @@ from a2a_core.selectors.audit import (
     matching,
     walk,
 )
+from a2a_core.selectors.deciders import DecisionRef, deciders
 from a2a_core.selectors.edit_diffs import edits_of_messages
 from a2a_core.selectors.task_wire import iso
 
@@ -76,17 +77,23 @@ _LOG_FIELDS = (
     "decision",
     "decision_reason",
     "decision_detail",
+    "decision_policy_version",
     "task_id",
     "context_id",
 )
 
 
-def _log_line(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A message as one line of the A2A traffic log (seed 000's schema, plus the hub's ids)."""
+def _log_line(row: Mapping[str, Any], decided_by: str = "") -> dict[str, Any]:
+    """A message as one line of the A2A traffic log (seed 000's schema, plus the hub's ids),
+    with who made its decision (`decided_by`: a person, or "policy v3 by alice")."""
     decision = {
         "action": row["decision"],
         "reason": row["decision_reason"],
         "detail": row["decision_detail"],
+        # Who made it: the policy version that decided (None: not recorded), and a person's
+        # name or "policy v3 by alice" (None: the record does not say).
+        "policyVersion": row["decision_policy_version"],
+        "decidedBy": decided_by or None,
     }
     return {
         "timestamp": iso(row["created_at"]),
@@ -118,10 +125,19 @@ def _log_entries(
     edits = edits_of_messages(
         pk for pk, row in rows.items() if row["decision_reason"] == "approved_by_human"
     )
+    who = deciders(
+        DecisionRef(
+            pk,
+            row["decision_reason"],
+            row["decision_policy_version"],
+            row["author__username"] or "",
+        )
+        for pk, row in rows.items()
+    )
     lines = []
     for moment, pk, _ in positions:
         if pk in rows:
-            line = _log_line(rows[pk])
+            line = _log_line(rows[pk], who.get(pk, ""))
             if pk in edits:
                 line["edit"] = edits[pk].as_json()
             lines.append(((moment, pk), line))

@@ -25,6 +25,7 @@ from a2a_core.models import (
 )
 from a2a_core.schemas.a2a import parts_summary
 from a2a_core.schemas.envelope_form import envelope_fields, kind_schema
+from a2a_core.selectors.deciders import message_deciders
 from a2a_core.selectors.traces import context_tasks
 
 OPEN_STATES = [
@@ -195,6 +196,15 @@ def _whole_numbers(value: Any) -> Any:
 class MessageView:
     message: Message
     parts: list[PartView]
+    # Who made its decision: a person, or "policy v3 by alice" (`selectors.deciders`).
+    decided_by: str = ""
+
+
+def _views(messages: list[Message]) -> list[MessageView]:
+    """The messages as shown, each with who made its decision (one query for the human
+    ones)."""
+    who = message_deciders(messages)
+    return [MessageView(m, part_views(m.parts), who.get(m.pk, "")) for m in messages]
 
 
 def _message_rows() -> QuerySet[Message]:
@@ -278,7 +288,7 @@ def task_detail(*, task_id: str) -> TaskDetail:
     newest = list(
         _message_rows().filter(task=task).order_by("-created_at", "-pk")[: MESSAGE_LIMIT + 1]
     )
-    messages = [MessageView(m, part_views(m.parts)) for m in reversed(newest[:MESSAGE_LIMIT])]
+    messages = _views(list(reversed(newest[:MESSAGE_LIMIT])))
 
     artifacts = [
         ArtifactView(a, part_views(a.parts, join_text=True))
@@ -339,7 +349,7 @@ def conversation(*, context_id: str) -> Conversation:
     return Conversation(
         context_id=context_id,
         tasks=tasks,
-        messages=[MessageView(m, part_views(m.parts)) for m in reversed(newest[:MESSAGE_LIMIT])],
+        messages=_views(list(reversed(newest[:MESSAGE_LIMIT]))),
         earlier_messages=len(newest) > MESSAGE_LIMIT,
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from a2a_core.models import Decision, Message
 from a2a_core.schemas.events import MessageItem
+from a2a_core.selectors.deciders import DecisionRef, deciders
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ ROW_FIELDS = (
     "task__state",
     "trace_id",
     "hop",
+    "decision_policy_version",
 )
 
 
@@ -154,6 +156,10 @@ class FeedRow:
     task_state: str
     trace_id: str
     hop: int
+    policy_version: int | None = None
+    # Who made the decision: a person, or "policy v3 by alice" (`selectors.deciders`);
+    # filled in by `with_deciders`.
+    decided_by: str = ""
 
     @property
     def decision_display(self) -> str:
@@ -190,7 +196,12 @@ class FeedRow:
             task_state=task.state if task else "",
             trace_id=message.trace_id,
             hop=message.hop,
+            policy_version=message.decision_policy_version,
         )
+
+    @property
+    def decision_ref(self) -> DecisionRef:
+        return DecisionRef(self.pk, self.decision_reason, self.policy_version, self.author)
 
     @classmethod
     def of_item(cls, item: MessageItem, slugs: Mapping[int, str]) -> FeedRow | None:
@@ -225,7 +236,14 @@ class FeedRow:
             task_state=item.state if item.task_id else "",
             trace_id=row.trace_id,
             hop=row.hop,
+            policy_version=row.policy_version,
         )
+
+
+def with_deciders(rows: list[FeedRow]) -> list[FeedRow]:
+    """The rows, each with who made its decision (one query for the human ones)."""
+    names = deciders(row.decision_ref for row in rows)
+    return [replace(row, decided_by=names.get(row.pk, "")) for row in rows]
 
 
 def messages_by_pk(pks: Sequence[int]) -> list[Message]:
@@ -236,7 +254,8 @@ def messages_by_pk(pks: Sequence[int]) -> list[Message]:
 
 def feed_rows_by_pk(pks: Sequence[int]) -> dict[int, FeedRow]:
     """The feed rows of these messages, by pk."""
-    return {m.pk: FeedRow.of_message(m) for m in messages_by_pk(pks)}
+    rows = with_deciders([FeedRow.of_message(m) for m in messages_by_pk(pks)])
+    return {row.pk: row for row in rows}
 
 
 def traffic_recent(*, filters: TrafficFilter, limit: int = 100) -> list[FeedRow]:
@@ -260,4 +279,4 @@ def traffic_recent(*, filters: TrafficFilter, limit: int = 100) -> list[FeedRow]
         rows = rows.filter(created_at__gte=filters.since)
     if filters.until is not None:
         rows = rows.filter(created_at__lte=filters.until)
-    return [FeedRow.of_message(m) for m in rows[:limit]]
+    return with_deciders([FeedRow.of_message(m) for m in rows[:limit]])

@@ -132,6 +132,7 @@ def message_item(message: Message, task: Task | None, *, decided: bool = False) 
             decision_latency_us=message.decision_latency_us,
             trace_id=message.trace_id,
             hop=message.hop,
+            policy_version=message.decision_policy_version,
         )
     return MessageItem(
         message_pk=message.pk,

@@ -41,6 +41,7 @@ from a2a_core.policy.decide import (
     decide,
     why_unavailable,
 )
+from a2a_core.policy.wording import decided_by_policy
 from a2a_core.services.policy import current_policy
 from a2a_core.storage.policy_state import Ask, PolicyState, WindowCounts, Windows, policy_state
 from a2a_core.storage.reads import count_by
@@ -56,6 +57,8 @@ class Decided:
     policy_version: int
     # The target's breaker has something to forget or count: report how the call went.
     watch_breaker: bool = False
+    # Who stands behind the decision: "policy v3 by alice" (`decided_by_policy`).
+    decided_by: str = ""
 
 
 def agent_state(agent: Agent, skills: Sequence[str] | None = None) -> AgentState:
@@ -163,6 +166,7 @@ def decide_batch(facts: Sequence[Facts], callers: Sequence[int]) -> list[Decided
     counts, breakers = state.gather(asks, now, breakers=policy.policy.breaker.enabled)
     known.gather(facts, policy, breakers)
 
+    decided_by = decided_by_policy(policy.version, policy.author)
     judged = []
     for i, (fact, window, caller_pk) in enumerate(zip(facts, windows, callers, strict=True)):
         started = time.perf_counter_ns()
@@ -178,7 +182,7 @@ def decide_batch(facts: Sequence[Facts], callers: Sequence[int]) -> list[Decided
         if decision.delivers and target in queues:
             queues[target] += 1
         watch = target in breakers
-        judged.append(Decided(decision, latency, policy.version, watch))
+        judged.append(Decided(decision, latency, policy.version, watch, decided_by))
     counts.save()
     return judged
 

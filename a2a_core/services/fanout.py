@@ -236,6 +236,7 @@ def fanout_accept(
         decision=Decision.DELIVER if passed else Decision.REJECT,
         decision_reason="fan_out" if passed else judged[0].decision.reason if judged else "",
         decision_detail=f"{len(passed)} of {len(recipients)} recipients",
+        decision_policy_version=judged[0].policy_version if judged else None,
         delivery_state=DeliveryState.PENDING if passed else DeliveryState.REJECTED,
     )
     row.save(force_insert=True)

@@ -90,6 +90,8 @@ class Accepted:
     judge_us: int = 0
     # Content rules redacted the message: its parts as the agent gets them.
     redacted_parts: list[dict[str, Any]] | None = None
+    # Who stands behind the policy's decision ("policy v3 by alice"): `a2a_core.tracing`.
+    decided_by: str = ""
 
 
 def _hub_fields(task: Task, caller: Agent, replay: Any = None) -> dict[str, Any]:
@@ -174,6 +176,7 @@ def _accepted(
     judged_ns: int = 0,
     judge_us: int = 0,
     redacted_parts: list[dict[str, Any]] | None = None,
+    decided_by: str = "",
 ) -> Accepted:
     """What the dispatcher needs about an accepted message: from its row, or from the earlier
     copy when this one is a retry."""
@@ -202,6 +205,7 @@ def _accepted(
         judged_ns=judged_ns,
         judge_us=judge_us,
         redacted_parts=redacted_parts,
+        decided_by=decided_by,
     )
 
 
@@ -266,6 +270,7 @@ def _row(plan: _Plan, task: Task | None, judged: Decided) -> Message:
         decision_reason=decision.reason,
         decision_detail=decision.detail,
         decision_latency_us=judged.latency_us,
+        decision_policy_version=judged.policy_version,
         redirected_to=agent_cache.agent_by_slug(decision.target) if redirected else None,
         delivery_state={
             "reject": DeliveryState.REJECTED,
@@ -281,6 +286,7 @@ def _refusal(plan: _Plan, judged: Decided) -> PolicyRejected:
         reason=decision.reason,
         retry_after=decision.retry_after,
         details={"policyVersion": judged.policy_version},
+        decided_by=judged.decided_by,
     )
 
 
@@ -495,6 +501,7 @@ def _settle(plans: list[_Plan], results: list[Accepted | HubError | None]) -> No
             judged_ns=p.judged_ns,
             judge_us=p.judged.latency_us or 0,
             redacted_parts=p.row.parts if decision.content else None,
+            decided_by=p.judged.decided_by,
         )
     publish_traffic_on_commit(items_out, tasks_out)
 

@@ -47,7 +47,15 @@ def policy_diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
 
 
 def policy_active_version() -> PolicyVersion | None:
-    return PolicyVersion.objects.filter(is_active=True).first()
+    return PolicyVersion.objects.filter(is_active=True).select_related("author").first()
+
+
+def version_author(version: PolicyVersion) -> str:
+    """Who published `version`, by name: the label it was published under (a user's name, or
+    the person a command ran for), else its author's username."""
+    if version.author_label:
+        return version.author_label
+    return version.author.get_username() if version.author is not None else ""
 
 
 def policy_active() -> Policy:
@@ -152,8 +160,15 @@ def current_policy() -> CompiledPolicy:
         PolicyVersion.objects.filter(is_active=True).values_list("number", flat=True).first() or 0
     )
     if cached is None or cached.version != number:
-        policy = policy_active() if number else default_policy()
-        cached = CompiledPolicy(policy, version=number)
+        version = policy_active_version() if number else None
+        if version is None:
+            cached = CompiledPolicy(default_policy(), version=0)
+        else:
+            cached = CompiledPolicy(
+                parse_policy(version.document),
+                version=version.number,
+                author=version_author(version),
+            )
     with _lock:
         _cached, _checked_at = cached, now
     return cached

@@ -147,9 +147,11 @@ def message_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         message = message_get(pk=pk)
     except NotFound:
         raise Http404("no such message") from None
-    document = json.dumps(message_document(message), indent=2, ensure_ascii=False)
+    data = message_document(message)
+    document = json.dumps(data, indent=2, ensure_ascii=False)
     context = {
         "message": message,
+        "decided_by": data["hub"]["decision"]["decidedBy"] or "",
         "document": document,
         "edit": edits_of_messages([message.pk]).get(message.pk),
     }

@@ -359,6 +359,8 @@ def test_a_message_shows_everything_the_hub_holds_about_it(as_role, agents):
         "detail": "",
         "latencyUs": 120,
         "redirectedTo": None,
+        "policyVersion": None,
+        "decidedBy": None,
     }
     assert document["hub"]["from"] == "alpha" and document["hub"]["to"] == "beta"
     assert document["deliveries"][0]["recipient"] == "beta"
@@ -429,8 +431,20 @@ def test_the_traffic_log_export_has_one_line_per_message_in_the_seed_schema(as_r
         "files": ["a.py", "b.py"],
         "responseReceived": True,
         "latencyMs": 1000,
-        "policyDecision": {"action": "deliver", "reason": "ok", "detail": ""},
-        "coordinatorAction": {"action": "deliver", "reason": "ok", "detail": ""},
+        "policyDecision": {
+            "action": "deliver",
+            "reason": "ok",
+            "detail": "",
+            "policyVersion": None,
+            "decidedBy": None,
+        },
+        "coordinatorAction": {
+            "action": "deliver",
+            "reason": "ok",
+            "detail": "",
+            "policyVersion": None,
+            "decidedBy": None,
+        },
         "messageId": message.message_id,
         "taskId": task.pk,
         "contextId": task.context_id,
@@ -440,6 +454,8 @@ def test_the_traffic_log_export_has_one_line_per_message_in_the_seed_schema(as_r
         "action": "reject",
         "reason": "loop_detected",
         "detail": "",
+        "policyVersion": None,
+        "decidedBy": None,
     }
     # The earlier name of the same field, for readers of older exports.
     assert refused["coordinatorAction"] == refused["policyDecision"]

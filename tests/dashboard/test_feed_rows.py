@@ -11,9 +11,10 @@ from django.utils import timezone
 from a2a_core.events import add_local_listener, remove_local_listener
 from a2a_core.models import Message, TaskState
 from a2a_core.schemas.events import TrafficItem
-from a2a_core.selectors.traffic import FeedRow, TrafficFilter, messages_by_pk
+from a2a_core.selectors.traffic import TrafficFilter, feed_rows_by_pk
 from a2a_core.services.classify import message_item
 from a2a_core.services.escalations import escalation_approve
+from a2a_core.services.policy import policy_publish
 from a2a_core.services.task_states import task_item
 from a2a_core.services.tasks import Reply, tasks_record
 from dashboard.consumers import feed_shown
@@ -34,7 +35,7 @@ def pair():
 
 
 def drawn_from_database(message: Message) -> str:
-    return feed_row(FeedRow.of_message(messages_by_pk([message.pk])[0])).html
+    return feed_row(feed_rows_by_pk([message.pk])[message.pk]).html
 
 
 def test_a_request_row_from_its_event_is_the_row_the_database_draws_without_a_query(
@@ -200,6 +201,19 @@ def _decision_cell(row_html: str, message_pk: int) -> str:
     return row_html[start : row_html.index("</td>", start)]
 
 
+def test_a_live_row_names_the_policy_version_that_decided_and_its_author(pair):
+    caller, target = pair
+    policy_publish(document={"maxHops": 4}, reason="shorter chains", actor_label="alice")
+    message = record_message(caller, target, summary="judged by v1", decision_policy_version=1)
+
+    (row,) = render_update(traffic(message_item(message, None))).rows
+
+    assert row.html == drawn_from_database(message)
+    assert '<span class="decider" title="who made this decision">· policy v1 by alice</span>' in (
+        row.html
+    )
+
+
 def test_a_held_messages_row_shows_the_humans_decision_live_as_a_reload_shows_it(
     django_capture_on_commit_callbacks,
 ):
@@ -221,6 +235,7 @@ def test_a_held_messages_row_shows_the_humans_decision_live_as_a_reload_shows_it
 
     shown = _decision_cell(drawn_from_database(message), message.pk)  # what a reload shows
     assert '<span class="badge deliver">' in shown and "approved by operator" in shown
+    assert '<span class="decider" title="who made this decision">· operator</span>' in shown
     live = shown.replace(
         f'<span class="decision-{message.pk}">',
         f'<span class="decision-{message.pk}" hx-swap-oob="outerHTML:.decision-{message.pk}">',

@@ -49,7 +49,9 @@ def summaries(*args: str) -> list[str]:
 
 def test_the_log_is_a_table_oldest_first_with_decisions_and_reasons(traffic):
     lines = a2a("log").splitlines()
-    assert lines[0].split() == ["TIME", "FROM", "TO", "KIND", "DECISION", "LATENCY", "SUMMARY"]
+    assert lines[0].split() == [
+        *("TIME", "FROM", "TO", "KIND", "DECISION", "DECIDED", "BY", "LATENCY", "SUMMARY")
+    ]
     assert [line.split()[2:5] for line in lines[1:]] == [
         ["alpha", "beta", "task_request"],
         ["beta", "alpha", "task_response"],
