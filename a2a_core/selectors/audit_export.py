@@ -131,6 +131,7 @@ def _log_entries(
             row["decision_reason"],
             row["decision_policy_version"],
             row["author__username"] or "",
+            row["decision_detail"],
         )
         for pk, row in rows.items()
     )

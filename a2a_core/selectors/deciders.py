@@ -12,6 +12,7 @@ human decisions, and a version's author is read once per process (a version neve
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -27,12 +28,23 @@ HUMAN_REASONS = frozenset(
 
 class DecisionRef(NamedTuple):
     """What a decision's maker is read from: the message, its decision's reason, the policy
-    version that judged it, and its human author (an answer's) by username."""
+    version that judged it, its human author (an answer's) by username, and the decision's
+    detail (a human decision's names who made it, as `services.escalations` writes it)."""
 
     pk: int
     reason: str
     policy_version: int | None
     author: str = ""
+    detail: str = ""
+
+
+# "answered by erin at 2026-11-29 11:00:00 UTC", "redirected to beta by erin at ...".
+_NAMED = re.compile(r"^(?:\w+|redirected to \S+) by (.+?) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+
+
+def _named_in(detail: str) -> str:
+    found = _NAMED.match(detail)
+    return found.group(1) if found else ""
 
 
 _lock = threading.Lock()
@@ -80,7 +92,9 @@ def deciders(refs: Iterable[DecisionRef]) -> dict[int, str]:
     out = {}
     for ref in refs:
         if ref.reason in HUMAN_REASONS:
-            out[ref.pk] = humans.get(ref.pk) or ref.author or "a person"
+            # An answer is its author's; one given from a command names the person in its
+            # detail only.
+            out[ref.pk] = humans.get(ref.pk) or ref.author or _named_in(ref.detail) or "a person"
         else:
             out[ref.pk] = (
                 policies.get(ref.policy_version, "") if ref.policy_version is not None else ""
@@ -96,6 +110,7 @@ def message_deciders(messages: Iterable[Message]) -> dict[int, str]:
             m.decision_reason,
             m.decision_policy_version,
             m.author.get_username() if m.author_id is not None and m.author is not None else "",
+            m.decision_detail,
         )
         for m in messages
     )

@@ -201,7 +201,9 @@ class FeedRow:
 
     @property
     def decision_ref(self) -> DecisionRef:
-        return DecisionRef(self.pk, self.decision_reason, self.policy_version, self.author)
+        return DecisionRef(
+            self.pk, self.decision_reason, self.policy_version, self.author, self.decision_detail
+        )
 
     @classmethod
     def of_item(cls, item: MessageItem, slugs: Mapping[int, str]) -> FeedRow | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from a2a_core.errors import ValidationFailed
 from a2a_core.models import Delivery as DeliveryRow
 from a2a_core.models import Escalation, Message
 from a2a_core.services.escalations import escalation_answer
+from tests.a2a_core.cli.helpers import a2a
 from tests.a2a_core.protocol.helpers import eventually
 from tests.factories import register
 
@@ -181,6 +183,13 @@ async def test_ask_human_waits_for_the_operators_answer(clients):
     await eventually(released)
     assert answers == ["yes"]
     agent.cancel()
+    # The answer is the person's decision, as the log shows it (the command named them).
+    [line] = [
+        json.loads(line)
+        for line in (await db(a2a, "log", "--json", "--type", "response")).splitlines()
+        if json.loads(line)["policyDecision"]["reason"] == "answered_by_human"
+    ]
+    assert line["policyDecision"]["decidedBy"] == "operator"
 
 
 async def test_discover_finds_peers_by_skill(clients):
