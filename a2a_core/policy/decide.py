@@ -184,6 +184,15 @@ class CompiledPolicy:
         for rule in policy.matrix:
             rules = self._via if rule.via else self._matrix
             rules.setdefault((rule.caller, rule.target), []).append(rule)
+        self.grants = bool(self._via)
+        # The pairs a rule without `via` may deny: a delegated call whose root and target
+        # match none of them (under a default that is not deny) needs no lookup of its own.
+        self._default_denies = policy.default_action == "deny"
+        self._may_deny = frozenset(
+            (rule.caller, rule.target)
+            for rule in policy.matrix
+            if rule.action == "deny" and not rule.via
+        )
         self._limits = dict(policy.agent_limits)
         self.content = ContentRules(policy.content_rules)
 
@@ -202,13 +211,22 @@ class CompiledPolicy:
             return self.policy.default_action, "the default for unlisted pairs"
         return rule.action, f"matrix rule {rule.caller} -> {rule.target}"
 
+    def may_deny(self, caller: str, target: str) -> bool:
+        """Whether the matrix may deny the pair (False: it allows it, or needs approval)."""
+        deny = self._may_deny
+        return (
+            self._default_denies
+            or (caller, target) in deny
+            or (caller, ANY) in deny
+            or (ANY, target) in deny
+            or (ANY, ANY) in deny
+        )
+
     def delegation_rule(
         self, root: str, target: str, through: tuple[str, ...], kind: str, skill: str
     ) -> MatrixRule | None:
         """The most specific rule with `via` for `root` reaching `target` through the agents
         `through` (each must match one of its `via`); None when none applies."""
-        if not self._via:
-            return None
         for key in ((root, target), (root, ANY), (ANY, target), (ANY, ANY)):
             for rule in self._via.get(key, ()):
                 if _applies(rule, kind, skill) and all(
@@ -300,6 +318,10 @@ class Delegation:
     granted: bool  # by a rule with `via`
 
 
+# What the root check gives where the matrix cannot deny the root the target.
+_NOT_DENIED = Delegation("allow", "", granted=False)
+
+
 def delegation_check(facts: Facts, target: str, policy: CompiledPolicy) -> Delegation | None:
     """A call at hop 2 or deeper, judged against the chain's root caller: may the root reach
     `target` (the call's target, or a stand-in for it)? A rule with `via` whose agents cover
@@ -307,13 +329,17 @@ def delegation_check(facts: Facts, target: str, policy: CompiledPolicy) -> Deleg
     direct call from the root (its default included: under `defaultAction: deny` a chain
     reaches only targets a rule lets its root reach). None for a first call, and for a call
     back to the root (a loop, judged as one)."""
-    if len(facts.chain) < 2 or facts.chain[0] == target:
+    chain = facts.chain
+    if len(chain) < 2 or chain[0] == target:
         return None
-    root, through = facts.chain[0], facts.chain[1:]
-    rule = policy.delegation_rule(root, target, through, facts.kind, facts.skill)
-    if rule is not None:
-        why = f"matrix rule {rule.caller} -> {rule.target} via {', '.join(rule.via)}"
-        return Delegation(rule.action, why, granted=True)
+    root = chain[0]
+    if policy.grants:
+        rule = policy.delegation_rule(root, target, chain[1:], facts.kind, facts.skill)
+        if rule is not None:
+            why = f"matrix rule {rule.caller} -> {rule.target} via {', '.join(rule.via)}"
+            return Delegation(rule.action, why, granted=True)
+    if not policy.may_deny(root, target):
+        return _NOT_DENIED
     action, why = policy.matrix_action(root, target, facts.kind, facts.skill)
     return Delegation(action, why, granted=False)
 
