@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('a2a_core', '0013_agent_credentials'),
+        ('a2a_core', '0014_content_rules'),
     ]
 
     operations = [
