@@ -14,6 +14,9 @@
 - the notifier: tells people when an escalation arrives, nears its deadline or expires, at
   most one message per target per digest interval (see `a2a_core.delivery.notify`); the
   sweeper passes items nobody answered on to the next target (`notify_pass_on`);
+- the sealer: seals the tamper-evident record's new entries every HUB_LEDGER_SEAL_SECONDS
+  and signs a checkpoint every HUB_LEDGER_CHECKPOINT_SECONDS when it grew
+  (`a2a_core.services.ledger`);
 - beside them, on threads of their own: SQLite's checkpoints (`a2a_core.storage.sqlite`),
   PostgreSQL's vacuums of the tables every call updates (`a2a_core.storage.postgresql`).
 Each loop survives its own errors (and logs them as warnings); the database stays the source of truth, so a missed event
@@ -216,6 +219,28 @@ async def _notifier() -> None:
         await notifier.close()
 
 
+async def _sealer() -> None:
+    """The record's sealing and checkpoints (`a2a_core.services.ledger`), off the calls'
+    wait. Every process seals; the head row's lock makes them one log."""
+    from django.conf import settings
+
+    from a2a_core.services.ledger import ledger_seal
+
+    every = max(0.05, float(settings.HUB_LEDGER_SEAL_SECONDS))
+    checkpoint_every = max(every, float(settings.HUB_LEDGER_CHECKPOINT_SECONDS))
+    last_checkpoint = time.monotonic()
+    while True:
+        await asyncio.sleep(every)
+        due = time.monotonic() - last_checkpoint >= checkpoint_every
+        try:
+            await db(ledger_seal, checkpoint=due)
+        except Exception:
+            log.warning("sealing the record failed", exc_info=True)
+        else:
+            if due:
+                last_checkpoint = time.monotonic()
+
+
 def _checkpoint_aside() -> None:
     """SQLite: this process's checkpoints on a thread of their own (see a2a_core/sqlite)."""
     global _checkpointer
@@ -255,6 +280,10 @@ async def start() -> None:
     _outbox_wake = asyncio.Event()
     _notify_wake = asyncio.Event()
     loop = asyncio.get_running_loop()
+    from django.conf import settings
+
+    if settings.HUB_LEDGER:
+        _tasks.append(loop.create_task(_sealer(), name="hub-sealer"))
     for name, coroutine in (
         ("bus", _bus()),
         ("outbox", _outbox()),

@@ -347,6 +347,11 @@ HUB_JWKS_FAILURE_CACHE_SECONDS = env_float("HUB_JWKS_FAILURE_CACHE_SECONDS", 10.
 # Public base URL used when cards are rewritten to point at the hub; empty = from the request.
 HUB_PUBLIC_URL = os.environ.get("HUB_PUBLIC_URL", "").rstrip("/")
 HUB_NAME = os.environ.get("HUB_NAME", "A2A Hub")
+# The tamper-evident record (docs/configuration.md): on by default; how often each process
+# seals what was written since (the log's merge delay) and signs a checkpoint when it grew.
+HUB_LEDGER = env_choice("HUB_LEDGER", "on", ("on", "off")) == "on"
+HUB_LEDGER_SEAL_SECONDS = env_float("HUB_LEDGER_SEAL_SECONDS", 1.0)
+HUB_LEDGER_CHECKPOINT_SECONDS = env_float("HUB_LEDGER_CHECKPOINT_SECONDS", 60.0)
 # The gRPC binding's port in each server process; 0 or "off": no gRPC. `a2a serve` (and a
 # worker started on its own) defaults it to the HTTP port + 1.
 HUB_GRPC_PORT = (

@@ -21,6 +21,7 @@ from .escalation import (
 from .follow import TaskFollow
 from .identity import IssuerMapping, TrustedIssuer
 from .inbox import InboxSession, Transport
+from .ledger import LedgerCheckpoint, LedgerEntry, LedgerHead, LedgerKind
 from .message import WAITING_STATES, Decision, Delivery, DeliveryState, Direction, Message
 from .notify import (
     Notification,
@@ -49,6 +50,10 @@ from .task import (
 )
 
 __all__ = [
+    "LedgerCheckpoint",
+    "LedgerEntry",
+    "LedgerHead",
+    "LedgerKind",
     "ACTIVE_STATES",
     "ACTIVE_STATE_LIST",
     "ALLOWED_TRANSITIONS",

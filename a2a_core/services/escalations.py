@@ -52,6 +52,7 @@ from a2a_core.services.message_edits import human_text as _text
 from a2a_core.services.notify import notify_queue
 from a2a_core.services.questions import announce_escalation, escalation_deadline
 from a2a_core.services.task_states import task_set_state
+from a2a_core.services.ledger import ledger_decisions
 
 
 def _agent_says(task: Task, text: str) -> dict[str, Any]:
@@ -213,6 +214,7 @@ def _queue(message: Message) -> None:
     """Queue a message for the outbox; its task gets a fresh deadline for the delivery."""
     message.delivery_state = DeliveryState.QUEUED
     message.save(update_fields=["delivery_state", "decision", "decision_reason", "decision_detail"])
+    ledger_decisions([message])
     deadline = timezone.now() + timedelta(seconds=settings.HUB_FORWARD_TIMEOUT)
     Task.objects.filter(pk=message.task_id, deadline__isnull=False).update(deadline=deadline)
     publish_many_on_commit([("outbox", OutboxQueued(message_pk=message.pk))])
@@ -437,6 +439,7 @@ def escalation_reject(
         decision_reason="rejected_by_human",
         decision_detail=f"rejected by {who} at {_stamp()}: {reason}",
     )
+    ledger_decisions([Message.objects.get(pk=message.pk)])
     _decided(escalation, EscalationStatus.REJECTED, actor, who, answer=reason)
     audit_record(
         action="escalation.reject",

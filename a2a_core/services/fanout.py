@@ -39,6 +39,7 @@ from a2a_core.services.classify import classify, message_item, message_row
 from a2a_core.services.decisions import decide_batch
 from a2a_core.services.digest import message_digest
 from a2a_core.services.inbox import inbox_enqueue
+from a2a_core.services.ledger import ledger_decisions
 from a2a_core.traceparent import trace_id_of
 
 FAN_OUT_KINDS = ("broadcast", "knowledge_share")
@@ -240,6 +241,7 @@ def fanout_accept(
         delivery_state=DeliveryState.PENDING if passed else DeliveryState.REJECTED,
     )
     row.save(force_insert=True)
+    ledger_decisions([row])
     now = timezone.now()
     deliveries = []
     for agent, verdict in zip(recipients, judged, strict=True):

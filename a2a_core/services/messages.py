@@ -44,6 +44,7 @@ from a2a_core.services.message_checks import (
 from a2a_core.services.message_placing import message_place
 from a2a_core.services.questions import withdraw_questions
 from a2a_core.services.task_states import task_item, task_set_state
+from a2a_core.services.ledger import ledger_decisions
 from a2a_core.storage.rows import (
     insert_returning_pks,
     insert_rows,
@@ -449,6 +450,7 @@ def _write(plans: list[_Plan], now: datetime) -> None:
         insert_rows([p.task for p in kept if p.created])
         update_rows(continued, ["deadline", "updated_at"])
         insert_returning_pks([p.row for p in plans if p.row is not None])
+    ledger_decisions([p.row for p in plans if p.row is not None])
     inbox_enqueue(
         [
             Delivery(

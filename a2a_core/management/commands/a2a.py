@@ -26,6 +26,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "escalations": ("work", "add_parsers", "what waits for a human; answer or decide it"),
     "log": ("audit", "add_parsers", "the recorded traffic, oldest first; --follow for live"),
     "export": ("audit", "add_parsers", "save the filtered traffic as JSONL or training data"),
+    "audit": (
+        "ledger",
+        "add_parsers",
+        "verify, checkpoint and export the tamper-evident record; receipts",
+    ),
     "policy": ("policy", "add_parsers", "show, change, roll back or dry-run the routing policy"),
     "issuer": (
         "identity",

@@ -1,0 +1,189 @@
+"""Checking the database against its tamper-evident record, exporting the record, and
+receipts for decisions.
+
+`ledger_verify` recomputes the log (`a2a_core.ledger.check`: every leaf hash, the chain, the
+Merkle root at every checkpoint and the checkpoints' signatures, with the hub's own JWKS),
+then compares each governed row with the latest entry of its object: a row whose governed
+fields differ (an UPDATE), a row without an entry (an INSERT) and an entry whose row is gone
+without an entry saying it was removed (a DELETE) are named. Unsealed entries are sealed
+first, as the hub would within HUB_LEDGER_SEAL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from a2a_core.ledger import merkle
+from a2a_core.ledger.check import Checkpoint, LogCheck, Problem
+from a2a_core.ledger.proofs import RECEIPT_TYP, sign
+from a2a_core.models import Direction, LedgerCheckpoint, LedgerEntry, Message
+from a2a_core.services.ledger import (
+    GOVERNED,
+    governed_state,
+    hub_name,
+    ledger_checkpoint,
+    ledger_seal,
+)
+from a2a_core.signing_keys import jwks, signing_key
+
+CHUNK = 2000
+Progress = Callable[[str], None]
+
+
+def _entries() -> Iterator[tuple[int, str, str, str, str, str, str]]:
+    """The sealed entries in leaf order, read a chunk at a time."""
+    after = -1
+    while True:
+        chunk = list(
+            LedgerEntry.objects.filter(leaf_index__gt=after)
+            .order_by("leaf_index")
+            .values_list(
+                "leaf_index", "body", "leaf_hash", "chain_hash", "kind", "object_type", "object_id"
+            )[:CHUNK]
+        )
+        if not chunk:
+            return
+        yield from chunk
+        after = chunk[-1][0]
+
+
+def checkpoints() -> list[Checkpoint]:
+    return [
+        Checkpoint(size, root, token)
+        for size, root, token in LedgerCheckpoint.objects.values_list("size", "root", "jws")
+    ]
+
+
+def _rows(object_type: str) -> Iterator[Any]:
+    model = GOVERNED[object_type][1]
+    query = model._default_manager.order_by("pk")
+    if model is Message:
+        query = query.filter(direction=Direction.REQUEST)
+    return query.iterator(chunk_size=CHUNK)
+
+
+def ledger_verify(progress: Progress | None = None) -> tuple[Problem | None, str]:
+    """The first problem found (None: intact), and a one-line summary."""
+    ledger_seal()
+    check = LogCheck(checkpoints(), jwks())
+    latest: dict[tuple[str, str], tuple[int, str, Any]] = {}
+    for n, (index, body, leaf, chain, kind, otype, oid) in enumerate(_entries(), start=1):
+        check.entry(index, body, leaf, chain, kind, f"{otype}:{oid}")
+        if check.problem is not None:
+            return check.problem, ""
+        latest[(otype, oid)] = (index, kind, json.loads(body).get("state"))
+        if progress and n % 50000 == 0:
+            progress(f"{n} entries checked")
+    problem = check.finish()
+    if problem is not None:
+        return problem, ""
+    seen: set[tuple[str, str]] = set()
+    rows = 0
+    for otype in GOVERNED:
+        for row in _rows(otype):
+            key = (otype, str(row.pk))
+            seen.add(key)
+            rows += 1
+            found = latest.get(key)
+            if found is None or found[2] is None:
+                what = "has no entry" if found is None else "is there, but its entry removed it"
+                return Problem(f"this row {what} (inserted outside the hub)", None, "", f"{otype}:{row.pk}"), ""
+            index, kind, state = found
+            if state != governed_state(row):
+                changed = sorted(
+                    k for k, v in governed_state(row).items() if (state or {}).get(k) != v
+                )
+                return Problem(
+                    f"the row differs from its entry ({', '.join(changed)}): updated outside the hub",
+                    index,
+                    kind,
+                    f"{otype}:{row.pk}",
+                ), ""
+            if progress and rows % 50000 == 0:
+                progress(f"{rows} rows compared")
+    for (otype, oid), (index, kind, state) in latest.items():
+        if state is not None and (otype, oid) not in seen:
+            return Problem(
+                "its row is gone, and no entry says it was removed: deleted outside the hub",
+                index,
+                kind,
+                f"{otype}:{oid}",
+            ), ""
+    return None, (
+        f"intact: {check.size} entries, {check.checked} checkpoints, {rows} rows match the record"
+    )
+
+
+def ledger_export_lines() -> Iterator[str]:
+    """The record as JSONL: its checkpoints, then its entries in order."""
+    ledger_seal()
+    for cp in LedgerCheckpoint.objects.order_by("size", "id"):
+        yield json.dumps(
+            {
+                "type": "checkpoint",
+                "size": cp.size,
+                "root": cp.root,
+                "issuedAt": cp.issued_at.isoformat(),
+                "jws": cp.jws,
+            }
+        )
+    for index, body, leaf, chain, kind, otype, oid in _entries():
+        yield json.dumps(
+            {
+                "type": "entry",
+                "index": index,
+                "kind": kind,
+                "object": f"{otype}:{oid}",
+                "body": body,
+                "leafHash": leaf,
+                "chainHash": chain,
+            },
+            ensure_ascii=False,
+        )
+
+
+def _leaves(size: int) -> list[bytes]:
+    return [
+        bytes.fromhex(h)
+        for h in LedgerEntry.objects.filter(leaf_index__lt=size)
+        .order_by("leaf_index")
+        .values_list("leaf_hash", flat=True)
+    ]
+
+
+def ledger_receipt(message_pk: int) -> str | None:
+    """A signed receipt of the latest decision entry of message `message_pk` (None when it
+    has none): sealed and checkpointed now if need be."""
+    entry = (
+        LedgerEntry.objects.filter(object_type="message", object_id=str(message_pk))
+        .order_by("-id")
+        .first()
+    )
+    if entry is None:
+        return None
+    if entry.leaf_index is None:
+        ledger_seal()
+        entry.refresh_from_db()
+    assert entry.leaf_index is not None
+    cp = LedgerCheckpoint.objects.filter(size__gt=entry.leaf_index).order_by("-size").first()
+    if cp is None:
+        cp = ledger_checkpoint()
+    assert cp is not None
+    proof = merkle.inclusion_proof(entry.leaf_index, _leaves(cp.size))
+    key = signing_key()
+    payload = {
+        "hub": hub_name(),
+        "index": entry.leaf_index,
+        "leafHash": entry.leaf_hash,
+        "entry": entry.body,
+        "checkpoint": {
+            "size": cp.size,
+            "root": cp.root,
+            "issuedAt": cp.issued_at.isoformat(),
+            "jws": cp.jws,
+        },
+        "proof": [p.hex() for p in proof],
+    }
+    return sign(payload, key.pem, key.algorithm, key.kid, RECEIPT_TYP)
