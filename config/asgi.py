@@ -1,6 +1,6 @@
 """The ASGI entry point: one process serves the dashboard, the A2A endpoints and websockets.
 
-HTTP requests under /a2a/, /.well-known/, /discover and /metrics go straight to the hub's
+HTTP requests under /a2a/, /.well-known/, /discover, /metrics and /receipts/ go straight to the hub's
 Starlette app (the a2a-sdk routes), outside Django's middleware, which would halve their
 throughput. /static/ is served from disk. Everything else is Django. Inbox agents hold a
 websocket at /ws/agents/<agent>/.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -87,7 +88,7 @@ def _jwks(source: str | None) -> dict[str, Any]:
         except ValueError as exc:
             raise fail(f"{source} is not JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
-        raise fail(f"{source} is not a JWK Set (no \"keys\" list)")
+        raise fail(f'{source} is not a JWK Set (no "keys" list)')
     return data
 
 
@@ -109,43 +110,49 @@ def verify(args: argparse.Namespace, out: IO[str]) -> None:
     out.write(f"{summary}\n")
 
 
+def _lines(name: str) -> Iterator[str]:
+    if name == "-":
+        yield from sys.stdin
+        return
+    try:
+        with Path(name).open(encoding="utf-8") as f:
+            yield from f
+    except OSError as exc:
+        raise fail(f"cannot read {name}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise fail(f"{name} is not UTF-8 text ({exc})") from None
+
+
 def _verify_export(name: str, keys: dict[str, Any], out: IO[str]) -> None:
     from a2a_core.ledger.check import Checkpoint, LogCheck
 
-    try:
-        handle = sys.stdin if name == "-" else Path(name).open(encoding="utf-8")
-    except OSError as exc:
-        raise fail(f"cannot read {name}: {exc.strerror}") from None
     marks: list[Checkpoint] = []
     entries: list[tuple[int | None, str, str, str, str, str]] = []
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if len(line) > MAX_LINE:
-                raise fail(f"{name}, line {number}: longer than {MAX_LINE} bytes")
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                if item["type"] == "checkpoint":
-                    marks.append(Checkpoint(int(item["size"]), str(item["root"]), str(item["jws"])))
-                elif item["type"] == "entry":
-                    index = item["index"]
-                    entries.append(
-                        (
-                            index if isinstance(index, int) else None,
-                            str(item["body"]),
-                            str(item["leafHash"]),
-                            str(item["chainHash"]),
-                            str(item["kind"]),
-                            str(item["object"]),
-                        )
+    for number, line in enumerate(_lines(name), start=1):
+        if len(line) > MAX_LINE:
+            raise fail(f"{name}, line {number}: longer than {MAX_LINE} bytes")
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            if item["type"] == "checkpoint":
+                marks.append(Checkpoint(int(item["size"]), str(item["root"]), str(item["jws"])))
+            elif item["type"] == "entry":
+                index = item["index"]
+                entries.append(
+                    (
+                        index if isinstance(index, int) else None,
+                        str(item["body"]),
+                        str(item["leafHash"]),
+                        str(item["chainHash"]),
+                        str(item["kind"]),
+                        str(item["object"]),
                     )
-                else:
-                    raise ValueError(f"unknown type {item['type']!r}")
-            except (ValueError, KeyError, TypeError) as exc:
-                raise fail(f"{name}, line {number}: not a record line ({exc})") from None
-            except UnicodeDecodeError as exc:
-                raise fail(f"{name}: not UTF-8 ({exc})") from None
+                )
+            else:
+                raise ValueError(f"unknown type {item['type']!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise fail(f"{name}, line {number}: not a record line ({exc})") from None
     check = LogCheck(marks, keys)
     for entry in entries:
         check.entry(*entry)

@@ -40,7 +40,12 @@ async def accept(call: Call, request: SendMessageRequest) -> Accepted:
         raise
     tracing.routed(accepted, started=started)
     trace_id_var.set(accepted.trace_id)
-    call.learned.update(task_id=accepted.task_id, skill=accepted.skill, trace_id=accepted.trace_id)
+    call.learned.update(
+        task_id=accepted.task_id,
+        skill=accepted.skill,
+        trace_id=accepted.trace_id,
+        message_pk=str(accepted.message_pk),
+    )
     if not accepted.duplicate:
         metrics.decided(accepted.decision, accepted.reason)
     return accepted

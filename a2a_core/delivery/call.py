@@ -20,7 +20,8 @@ class Call:
     target: Agent | None
     headers: dict[str, str] = field(default_factory=dict)
     response_headers: dict[str, str] = field(default_factory=dict)
-    # What serving the call found out (task_id, skill, trace_id), for its metrics and log.
+    # What serving the call found out (task_id, skill, trace_id), for its metrics and log;
+    # message_pk, the hub's row of the message it sent, for a receipt.
     learned: dict[str, str] = field(default_factory=dict)
     # When it passed each point of its way (the trace's split of a span's time).
     times: CallTimes = field(default_factory=CallTimes)

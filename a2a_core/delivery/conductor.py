@@ -57,6 +57,7 @@ from a2a_core.delivery.wire import (
     message_ref,
     relayed_refusal,
     request_metadata,
+    wants_receipt,
     wire_task,
 )
 from a2a_core.errors import AgentAuthFailed, PolicyRejected, TargetUnavailable
@@ -69,6 +70,7 @@ from a2a_core.selectors.message_retries import (
     request_answered_by,
 )
 from a2a_core.services.fanout import NotFanOut, fanout_accept
+from a2a_core.services.ledger_audit import ledger_receipt
 from a2a_core.services.messages import Accepted
 from a2a_core.services.tasks import Reply, Report, Snapshot
 from a2a_core.services.writes import record, record_failure, record_outcome
@@ -76,6 +78,19 @@ from a2a_core.storage.policy_state import retry_seconds
 
 
 async def send_message(call: Call, request: SendMessageRequest) -> Task | Message:
+    """`_send_message`; with `metadata.a2aHub.receipt: true` in the request (or its
+    message), the answer's `metadata.a2aHub.receipt` carries a signed receipt of the call's
+    decision (`a2a_core.services.ledger_audit.ledger_receipt`). Callers that do not ask pay
+    nothing."""
+    answer = await _send_message(call, request)
+    if "message_pk" in call.learned and wants_receipt(request):
+        token = await db(ledger_receipt, int(call.learned["message_pk"]))
+        if token is not None:
+            answer.metadata.get_or_create_struct(HUB_METADATA)["receipt"] = token
+    return answer
+
+
+async def _send_message(call: Call, request: SendMessageRequest) -> Task | Message:
     """Blocking: answer when the task is done or needs input. `returnImmediately`: answer at
     once with the submitted task while the hub delivers it in the background. A message the
     policy holds is answered at once too: its task waits, auth-required, for a human. Sent to

@@ -69,6 +69,18 @@ def forwarded_metadata(metadata: dict[str, Any], accepted: Accepted) -> dict[str
     return metadata
 
 
+def wants_receipt(request: SendMessageRequest) -> bool:
+    """Whether the caller asked for a receipt of its call's decision: `a2aHub.receipt` is
+    JSON `true` in the request's metadata or its message's (anything else: no receipt)."""
+    for struct in (request.metadata, request.message.metadata):
+        hub = struct.fields.get(HUB_METADATA)
+        if hub is not None and hub.HasField("struct_value"):
+            flag = hub.struct_value.fields.get("receipt")
+            if flag is not None and flag.HasField("bool_value") and flag.bool_value:
+                return True
+    return False
+
+
 def request_metadata(request: SendMessageRequest) -> dict[str, Any]:
     return MessageToDict(request.metadata) if request.HasField("metadata") else {}
 

@@ -88,11 +88,15 @@ class LogCheck:
         except (ValueError, KeyError, TypeError):
             parsed, said = {}, ""
         if parsed.get("kind") != kind or said != obj:
-            self._fail(Problem("its kind or object differ from its body's (changed)", index, **named))
+            self._fail(
+                Problem("its kind or object differ from its body's (changed)", index, **named)
+            )
             return
         self.chain = chain_of(self.chain, leaf)
         if self.chain.hex() != chain_hex:
-            self._fail(Problem("its chain hash does not follow from the previous entry", index, **named))
+            self._fail(
+                Problem("its chain hash does not follow from the previous entry", index, **named)
+            )
             return
         self.frontier = merkle.frontier_append(self.frontier, self.size, leaf)
         self.size += 1

@@ -50,10 +50,6 @@ from .task import (
 )
 
 __all__ = [
-    "LedgerCheckpoint",
-    "LedgerEntry",
-    "LedgerHead",
-    "LedgerKind",
     "ACTIVE_STATES",
     "ACTIVE_STATE_LIST",
     "ALLOWED_TRANSITIONS",
@@ -79,6 +75,10 @@ __all__ = [
     "EscalationStatus",
     "InboxSession",
     "IssuerMapping",
+    "LedgerCheckpoint",
+    "LedgerEntry",
+    "LedgerHead",
+    "LedgerKind",
     "Message",
     "Notification",
     "NotificationState",

@@ -36,6 +36,7 @@ from a2a_core.protocol.gate import (
     unauthenticated,
 )
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
+from a2a_core.protocol.receipts import receipt_endpoint
 from a2a_core.protocol.signing import JWKS_PATH, jwks_endpoint
 from a2a_core.protocol.versions import a2a_major
 from a2a_core.tokens import bearer_token
@@ -166,6 +167,7 @@ def build_agent_app() -> Starlette:
             Route(JWKS_PATH, jwks_endpoint, methods=["GET"]),
             Route("/discover", discover, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/receipts/{message_id:path}", receipt_endpoint, methods=["GET"]),
             Route("/inbox/{slug}/", inbox_endpoint, methods=["GET", "POST"]),
             Mount("/a2a", app=AgentGate(a2a)),
         ]

@@ -12,7 +12,7 @@ from starlette.types import Receive, Scope, Send
 
 from a2a_core import events, timeline
 
-A2A_PREFIXES = ("/a2a/", "/.well-known/", "/discover", "/metrics", "/inbox/")
+A2A_PREFIXES = ("/a2a/", "/.well-known/", "/discover", "/metrics", "/inbox/", "/receipts/")
 
 
 class HubHttpRouter:

@@ -47,12 +47,12 @@ from a2a_core.schemas.events import OutboxQueued
 from a2a_core.schemas.json_schema import schema_problems
 from a2a_core.services.audit import audit_record
 from a2a_core.services.classify import message_item
+from a2a_core.services.ledger import ledger_decisions
 from a2a_core.services.message_edits import canonical_parts, edited_parts
 from a2a_core.services.message_edits import human_text as _text
 from a2a_core.services.notify import notify_queue
 from a2a_core.services.questions import announce_escalation, escalation_deadline
 from a2a_core.services.task_states import task_set_state
-from a2a_core.services.ledger import ledger_decisions
 
 
 def _agent_says(task: Task, text: str) -> dict[str, Any]:

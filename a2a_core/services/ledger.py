@@ -171,9 +171,7 @@ def _append(rows: Iterable[tuple[str, str, str, dict[str, Any] | None]]) -> None
 def ledger_decisions(rows: Sequence[Message]) -> None:
     """The policy's decisions on just-inserted messages: one entry each, one statement."""
     if ledger_on() and rows:
-        _append(
-            (LedgerKind.DECISION, "message", str(row.pk), governed_state(row)) for row in rows
-        )
+        _append((LedgerKind.DECISION, "message", str(row.pk), governed_state(row)) for row in rows)
 
 
 def ledger_append(objs: Sequence[Model], *, removed: bool = False) -> None:

@@ -32,7 +32,7 @@ CHUNK = 2000
 Progress = Callable[[str], None]
 
 
-def _entries() -> Iterator[tuple[int, str, str, str, str, str, str]]:
+def _entries() -> Iterator[tuple[int | None, str, str, str, str, str, str]]:
     """The sealed entries in leaf order, read a chunk at a time."""
     after = -1
     while True:
@@ -46,7 +46,7 @@ def _entries() -> Iterator[tuple[int, str, str, str, str, str, str]]:
         if not chunk:
             return
         yield from chunk
-        after = chunk[-1][0]
+        after = chunk[-1][0] or 0
 
 
 def checkpoints() -> list[Checkpoint]:
@@ -68,7 +68,7 @@ def ledger_verify(progress: Progress | None = None) -> tuple[Problem | None, str
     """The first problem found (None: intact), and a one-line summary."""
     ledger_seal()
     check = LogCheck(checkpoints(), jwks())
-    latest: dict[tuple[str, str], tuple[int, str, Any]] = {}
+    latest: dict[tuple[str, str], tuple[int | None, str, Any]] = {}
     for n, (index, body, leaf, chain, kind, otype, oid) in enumerate(_entries(), start=1):
         check.entry(index, body, leaf, chain, kind, f"{otype}:{oid}")
         if check.problem is not None:
@@ -89,7 +89,9 @@ def ledger_verify(progress: Progress | None = None) -> tuple[Problem | None, str
             found = latest.get(key)
             if found is None or found[2] is None:
                 what = "has no entry" if found is None else "is there, but its entry removed it"
-                return Problem(f"this row {what} (inserted outside the hub)", None, "", f"{otype}:{row.pk}"), ""
+                return Problem(
+                    f"this row {what} (inserted outside the hub)", None, "", f"{otype}:{row.pk}"
+                ), ""
             index, kind, state = found
             if state != governed_state(row):
                 changed = sorted(

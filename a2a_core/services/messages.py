@@ -36,6 +36,7 @@ from a2a_core.services.decisions import Decided, decide_batch, message_content
 from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
 from a2a_core.services.inbox import inbox_enqueue
+from a2a_core.services.ledger import ledger_decisions
 from a2a_core.services.message_checks import (
     message_parts_check,
     message_sender_check,
@@ -44,7 +45,6 @@ from a2a_core.services.message_checks import (
 from a2a_core.services.message_placing import message_place
 from a2a_core.services.questions import withdraw_questions
 from a2a_core.services.task_states import task_item, task_set_state
-from a2a_core.services.ledger import ledger_decisions
 from a2a_core.storage.rows import (
     insert_returning_pks,
     insert_rows,

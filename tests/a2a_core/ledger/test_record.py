@@ -59,7 +59,7 @@ async def busy(hub, sdk) -> dict[str, Any]:
     idle, _ = await hub.caller("idle")
     for i in range(6):
         await send(await sdk("echo", bravo), request(f"echo bravo {i}"))
-    with pytest.raises(Exception, match="not allowed|denied|matrix"):
+    with pytest.raises(Exception, match=r"not allowed|denied|matrix"):
         await send(await sdk("echo", mallory), request("echo mallory"))
     alpha_client = await sdk("echo", alpha)
     approved = await send(alpha_client, request("echo approve me"))
@@ -99,10 +99,15 @@ def _copy_row(model: Any, pk: Any, **changes: Any) -> None:
     """INSERT a copy of a row with some columns changed, as an attacker with SQL would."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    selects = ", ".join("%s" if f.column in changes else connection.ops.quote_name(f.column) for f in fields)
+    selects = ", ".join(
+        "%s" if f.column in changes else connection.ops.quote_name(f.column) for f in fields
+    )
     params = [changes[f.column] for f in fields if f.column in changes]
     table = connection.ops.quote_name(model._meta.db_table)
-    sql(f"INSERT INTO {table} ({columns}) SELECT {selects} FROM {table} WHERE id = %s", [*params, pk])
+    sql(
+        f"INSERT INTO {table} ({columns}) SELECT {selects} FROM {table} WHERE id = %s",
+        [*params, pk],
+    )
 
 
 async def test_verify_passes_on_a_busy_database(busy):
@@ -154,7 +159,9 @@ async def test_an_inserted_message_is_named(busy):
 
 async def test_an_update_of_an_audit_event_is_named(busy):
     event = await db(lambda: AuditEvent.objects.get(action="escalation.approve"))
-    await run_sql("UPDATE a2a_core_auditevent SET actor_label = 'someone' WHERE id = %s", [event.pk])
+    await run_sql(
+        "UPDATE a2a_core_auditevent SET actor_label = 'someone' WHERE id = %s", [event.pk]
+    )
     await verify_fails(f"audit:{event.pk}", "actor", "updated outside the hub")
 
 
@@ -178,13 +185,17 @@ async def test_an_update_of_a_policy_version_is_named(busy):
 
 
 async def test_a_deleted_policy_version_is_named(busy):
-    version = await db(lambda: PolicyVersion.objects.filter(is_active=False).order_by("number").last())
+    version = await db(
+        lambda: PolicyVersion.objects.filter(is_active=False).order_by("number").last()
+    )
     await run_sql("DELETE FROM a2a_core_policyversion WHERE id = %s", [version.pk])
     await verify_fails(f"policy:{version.pk}", "deleted outside the hub")
 
 
 async def test_an_inserted_policy_version_is_named(busy):
-    version = await db(lambda: PolicyVersion.objects.filter(is_active=False).order_by("number").last())
+    version = await db(
+        lambda: PolicyVersion.objects.filter(is_active=False).order_by("number").last()
+    )
     await db(_copy_row, PolicyVersion, version.pk, number=999)
     forged = await db(lambda: PolicyVersion.objects.get(number=999))
     await verify_fails(f"policy:{forged.pk}", "inserted outside the hub")
@@ -227,7 +238,9 @@ async def test_a_removal_through_the_hub_is_no_tamper(busy):
 
 
 async def test_an_edited_entry_is_named(busy):
-    entry = await db(lambda: LedgerEntry.objects.filter(kind="policy").order_by("leaf_index").first())
+    entry = await db(
+        lambda: LedgerEntry.objects.filter(kind="policy").order_by("leaf_index").first()
+    )
     await run_sql(
         "UPDATE a2a_core_ledgerentry SET body = REPLACE(body, 'approval', 'approva1') WHERE id = %s",
         [entry.pk],
@@ -304,7 +317,9 @@ async def test_an_export_verifies_offline_with_the_jwks_alone(busy, tmp_path: Pa
 
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"keys": []}))
-    unknown = run_cli("audit", "verify", "--export", str(export), "--jwks", str(other), env=NO_DATABASE)
+    unknown = run_cli(
+        "audit", "verify", "--export", str(export), "--jwks", str(other), env=NO_DATABASE
+    )
     assert unknown.returncode == 1
     assert "the JWKS has no key" in unknown.stderr
 
