@@ -47,6 +47,12 @@ SMALL = [
         ],
         "50 content rules cost",
     ),
+    # Two hubs (the record on and off) and the echo agent, one short round each.
+    (
+        "ledger_cost.py",
+        ["--seconds", "1", "--rounds", "1", "--concurrency", "4"],
+        "ratio on/off",
+    ),
 ]
 
 
