@@ -43,8 +43,9 @@ async def test_two_worker_processes_seal_one_log_that_verifies(hub):
     await hub.endpoint_agent("echo")
     _, alpha = await hub.caller("alpha")
     fast = {"HUB_LEDGER_SEAL_SECONDS": "0.05", "HUB_LEDGER_CHECKPOINT_SECONDS": "0.2"}
-    first, second = Worker(**fast).wait(), Worker(**fast).wait()
+    workers = [Worker(**fast), Worker(**fast)]
     try:
+        first, second = (worker.wait(60) for worker in workers)
         await asyncio.gather(
             *(
                 _route(worker.url, alpha, f"call {n} via {i}")
@@ -58,8 +59,8 @@ async def test_two_worker_processes_seal_one_log_that_verifies(hub):
 
         await eventually(all_sealed)
     finally:
-        first.stop()
-        second.stop()
+        for worker in workers:
+            worker.stop()
     indexes = await db(
         lambda: list(
             LedgerEntry.objects.order_by("leaf_index").values_list("leaf_index", flat=True)
