@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -225,6 +226,7 @@ async def _sealer() -> None:
     from django.conf import settings
 
     from a2a_core.services.ledger import ledger_seal
+    from a2a_core.storage.writers import writer
 
     every = max(0.05, float(settings.HUB_LEDGER_SEAL_SECONDS))
     checkpoint_every = max(every, float(settings.HUB_LEDGER_CHECKPOINT_SECONDS))
@@ -233,7 +235,9 @@ async def _sealer() -> None:
         await asyncio.sleep(every)
         due = time.monotonic() - last_checkpoint >= checkpoint_every
         try:
-            await db(ledger_seal, checkpoint=due)
+            # On the group commits' own writer: between two batches, never waiting on
+            # SQLite's write lock beside them.
+            await writer().run(functools.partial(ledger_seal, checkpoint=due))
         except Exception:
             log.warning("sealing the record failed", exc_info=True)
         else:

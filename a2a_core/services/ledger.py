@@ -151,20 +151,16 @@ def governed_state(obj: Model) -> dict[str, Any]:
     raise TypeError(f"{type(obj).__name__} is not governed by the record")
 
 
-def _body(kind: str, object_type: str, object_id: str, state: dict[str, Any] | None) -> str:
-    return canonical(
-        {
-            "kind": kind,
-            "type": object_type,
-            "id": object_id,
-            "at": timezone.now().isoformat(),
-            "state": state,
-        }
-    )
+def _body(
+    kind: str, object_type: str, object_id: str, state: dict[str, Any] | None, at: str
+) -> str:
+    return canonical({"kind": kind, "type": object_type, "id": object_id, "at": at, "state": state})
 
 
 def _append(rows: Iterable[tuple[str, str, str, dict[str, Any] | None]]) -> None:
-    values = [[k, t, i, _body(k, t, i, s), "", ""] for k, t, i, s in rows]
+    """One INSERT for the entries (`insert_values`: no model instances, one statement)."""
+    at = timezone.now().isoformat()
+    values = [[k, t, i, _body(k, t, i, s, at), "", ""] for k, t, i, s in rows]
     insert_values(LedgerEntry, _COLUMNS, values)
 
 
@@ -214,6 +210,9 @@ def hub_name() -> str:
 def ledger_seal(*, checkpoint: bool = False) -> int:
     """Seal what is unsealed (all of it, in chunks); with `checkpoint`, then sign a checkpoint
     if the log grew since the last. The log's size after."""
+    if not checkpoint and not LedgerEntry.objects.filter(leaf_index__isnull=True).exists():
+        # Nothing to seal: no write lock taken (on SQLite, the whole database's).
+        return int(LedgerHead.objects.values_list("size", flat=True).first() or 0)
     while True:
         with transaction.atomic():
             head = _head()
