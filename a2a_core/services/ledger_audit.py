@@ -11,13 +11,14 @@ first, as the hub would within HUB_LEDGER_SEAL_SECONDS.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from a2a_core.ledger import merkle
 from a2a_core.ledger.check import Checkpoint, LogCheck, Problem
-from a2a_core.ledger.proofs import RECEIPT_TYP, sign
+from a2a_core.ledger.proofs import RECEIPT_TYP, canonical, sign
 from a2a_core.models import Direction, LedgerCheckpoint, LedgerEntry, Message
 from a2a_core.services.ledger import (
     GOVERNED,
@@ -64,16 +65,28 @@ def _rows(object_type: str) -> Iterator[Any]:
     return query.iterator(chunk_size=CHUNK)
 
 
+def _digest(state: dict[str, Any] | None) -> bytes | None:
+    return None if state is None else hashlib.sha256(canonical(state).encode()).digest()
+
+
+def _state_at(index: int | None) -> dict[str, Any]:
+    body = LedgerEntry.objects.filter(leaf_index=index).values_list("body", flat=True).first()
+    state = json.loads(body).get("state") if body else None
+    return state if isinstance(state, dict) else {}
+
+
 def ledger_verify(progress: Progress | None = None) -> tuple[Problem | None, str]:
     """The first problem found (None: intact), and a one-line summary."""
     ledger_seal()
     check = LogCheck(checkpoints(), jwks())
-    latest: dict[tuple[str, str], tuple[int | None, str, Any]] = {}
+    # Per object, its latest entry's index, kind and a digest of its state: 32 bytes an
+    # object, however large its state.
+    latest: dict[tuple[str, str], tuple[int | None, str, bytes | None]] = {}
     for n, (index, body, leaf, chain, kind, otype, oid) in enumerate(_entries(), start=1):
         check.entry(index, body, leaf, chain, kind, f"{otype}:{oid}")
         if check.problem is not None:
             return check.problem, ""
-        latest[(otype, oid)] = (index, kind, json.loads(body).get("state"))
+        latest[(otype, oid)] = (index, kind, _digest(json.loads(body).get("state")))
         if progress and n % 50000 == 0:
             progress(f"{n} entries checked")
     problem = check.finish()
@@ -92,11 +105,11 @@ def ledger_verify(progress: Progress | None = None) -> tuple[Problem | None, str
                 return Problem(
                     f"this row {what} (inserted outside the hub)", None, "", f"{otype}:{row.pk}"
                 ), ""
-            index, kind, state = found
-            if state != governed_state(row):
-                changed = sorted(
-                    k for k, v in governed_state(row).items() if (state or {}).get(k) != v
-                )
+            index, kind, digest = found
+            now = governed_state(row)
+            if digest != _digest(now):
+                state = _state_at(index)
+                changed = sorted(k for k, v in now.items() if state.get(k) != v)
                 return Problem(
                     f"the row differs from its entry ({', '.join(changed)}): updated outside the hub",
                     index,
@@ -105,8 +118,8 @@ def ledger_verify(progress: Progress | None = None) -> tuple[Problem | None, str
                 ), ""
             if progress and rows % 50000 == 0:
                 progress(f"{rows} rows compared")
-    for (otype, oid), (index, kind, state) in latest.items():
-        if state is not None and (otype, oid) not in seen:
+    for (otype, oid), (index, kind, digest) in latest.items():
+        if digest is not None and (otype, oid) not in seen:
             return Problem(
                 "its row is gone, and no entry says it was removed: deleted outside the hub",
                 index,
