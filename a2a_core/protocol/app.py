@@ -1,6 +1,6 @@
 """The Starlette app for everything agents talk to: the a2a-sdk's JSON-RPC and REST routes
-for every registered agent and for the hub itself, the cards, discovery, /metrics and the
-inbox agents' long-poll endpoint."""
+for every registered agent and for the hub itself, the cards, discovery, /metrics, receipts
+of decisions (/receipts/) and the inbox agents' long-poll endpoint."""
 
 from __future__ import annotations
 
