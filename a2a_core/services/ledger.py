@@ -88,13 +88,14 @@ def _json(value: Any) -> Any:
 def governed_state(obj: Model) -> dict[str, Any]:
     """The fields of a governed row the record covers: what decides, who acted, what they
     did. Not churn (an agent's status, its last heartbeat) and never a secret (tokens and
-    credentials are covered by their prefix, scheme and when they were set)."""
+    credentials are covered by their prefix, scheme and when they were set). Foreign keys the
+    database may set to NULL on its own (ON DELETE SET NULL: a message's human author, an
+    audit event's user and agent) are left out; the names in words stay."""
     if isinstance(obj, Message):
         return {
             "messageId": obj.message_id,
             "sender": obj.sender_id,
             "target": obj.target_id,
-            "author": obj.author_id,
             "kind": obj.kind,
             "decision": obj.decision,
             "reason": obj.decision_reason,
