@@ -12,7 +12,7 @@ def _head(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('a2a_core', '0013_agent_credentials'),
+        ('a2a_core', '0015_decision_policy_version'),
     ]
 
     operations = [
