@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from a2a.types.a2a_pb2 import SendMessageRequest
 from a2a.utils.errors import PushNotificationNotSupportedError
 from django.conf import settings
-from google.protobuf.json_format import MessageToDict
 
 from a2a_core import agent_cache, metrics, tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery import push
-from a2a_core.delivery.call import Call
+from a2a_core.delivery.call import Call, MessageSend
 from a2a_core.errors import PermissionDenied, PolicyRejected, TargetUnavailable
 from a2a_core.federation import peer_chain
 from a2a_core.logging import trace_id_var
@@ -26,7 +24,7 @@ from a2a_core.services.writes import accept_inbound
 from a2a_core.storage.policy_state import retry_seconds
 
 
-async def accept(call: Call, request: SendMessageRequest) -> Accepted:
+async def accept(call: Call, request: MessageSend) -> Accepted:
     """Accept the call's message (`accept_batch`, through the group commit). The call learns
     the task and its trace; a refusal the policy says when to retry gets its Retry-After."""
     started = tracing.now()
@@ -62,7 +60,7 @@ async def deliver_to(call: Call, accepted: Accepted) -> Agent:
     return target
 
 
-async def _submit_accept(call: Call, request: SendMessageRequest) -> Accepted:
+async def _submit_accept(call: Call, request: MessageSend) -> Accepted:
     target = call.agent
     if not target.has_scope(AgentScope.RECEIVE):
         raise PermissionDenied(
@@ -73,10 +71,8 @@ async def _submit_accept(call: Call, request: SendMessageRequest) -> Accepted:
         Inbound(
             caller=call.caller,
             target=target,
-            message=MessageToDict(request.message),
-            request_metadata=MessageToDict(request.metadata)
-            if request.HasField("metadata")
-            else {},
+            message=request.message,
+            request_metadata=request.metadata,
             parent_hint=call.headers.get("a2a-hub-parent-task", ""),
             traceparent=call.headers.get("traceparent", ""),
             peer_chain=peer_chain(call.headers.get("a2a-hub-chain", ""))
@@ -86,20 +82,21 @@ async def _submit_accept(call: Call, request: SendMessageRequest) -> Accepted:
     )
 
 
-async def inline_push(request: SendMessageRequest) -> PushConfigInput | None:
+async def inline_push(request: MessageSend) -> PushConfigInput | None:
     """A push notification config sent with the message, checked before the message is
     accepted (a refused one stores nothing)."""
-    if not request.configuration.HasField("task_push_notification_config"):
+    if not request.has_push_config:
         return None
     if not settings.HUB_PUSH_ENABLED:
         raise PushNotificationNotSupportedError("push notifications are not enabled on this hub")
     return await push.config_checked(
-        request.configuration.task_push_notification_config, task_id="(this message's task)"
+        request.proto.configuration.task_push_notification_config,
+        task_id="(this message's task)",
     )
 
 
 async def save_inline_push(
-    call: Call, request: SendMessageRequest, accepted: Accepted, config: PushConfigInput | None
+    call: Call, request: MessageSend, accepted: Accepted, config: PushConfigInput | None
 ) -> None:
     """Save a message's inline push config on its task; a retry's is saved too, unless the
     same config is there already."""
@@ -107,7 +104,7 @@ async def save_inline_push(
         return
     config = replace(config, task_id=accepted.task_id)
     if accepted.duplicate:
-        named = bool(request.configuration.task_push_notification_config.id)
+        named = bool(request.proto.configuration.task_push_notification_config.id)
         await db(
             push_config_save_for_retry,
             owner=call.caller,

@@ -32,17 +32,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import replace
 from typing import Any
 
-from a2a.types.a2a_pb2 import Message, SendMessageRequest, Task
 from a2a.utils.errors import UnsupportedOperationError
-from google.protobuf.json_format import MessageToDict, ParseDict
 
 from a2a_core import metrics, timeline, tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery.accept import accept, deliver_to, inline_push, save_inline_push
 from a2a_core.delivery.agent_errors import AgentRefused, AgentTimeout, NoSlotInTime
-from a2a_core.delivery.call import Call
+from a2a_core.delivery.call import Call, MessageSend
 from a2a_core.delivery.endpoint import forwarder
 from a2a_core.delivery.follow import follow_agent_task, settles_by
 from a2a_core.delivery.pump import deliver_request
@@ -50,15 +49,16 @@ from a2a_core.delivery.slots import Dequeued
 from a2a_core.delivery.streams import trace_inbox_forward, watch_task_events
 from a2a_core.delivery.wire import (
     UNFINISHED,
+    Answer,
     checked_history_length,
     forward_headers,
     forwarded,
     forwarded_metadata,
+    message_answer,
     message_ref,
     relayed_refusal,
-    request_metadata,
+    task_answer,
     wants_receipt,
-    wire_task,
 )
 from a2a_core.errors import AgentAuthFailed, PolicyRejected, TargetUnavailable
 from a2a_core.models import Agent, DeliveryMode, TaskState
@@ -77,7 +77,7 @@ from a2a_core.services.writes import record, record_failure, record_outcome
 from a2a_core.storage.policy_state import retry_seconds
 
 
-async def send_message(call: Call, request: SendMessageRequest) -> Task | Message:
+async def send_message(call: Call, request: MessageSend) -> Answer:
     """`_send_message`; with `metadata.a2aHub.receipt: true` in the request (or its
     message), the answer's `metadata.a2aHub.receipt` carries a signed receipt of the call's
     decision (`a2a_core.services.ledger_audit.ledger_receipt`). Callers that do not ask pay
@@ -86,11 +86,13 @@ async def send_message(call: Call, request: SendMessageRequest) -> Task | Messag
     if "message_pk" in call.learned and wants_receipt(request):
         token = await db(ledger_receipt, int(call.learned["message_pk"]))
         if token is not None:
-            answer.metadata.get_or_create_struct(HUB_METADATA)["receipt"] = token
+            metadata = dict(answer.body.get("metadata") or {})
+            metadata[HUB_METADATA] = {**(metadata.get(HUB_METADATA) or {}), "receipt": token}
+            answer = replace(answer, body={**answer.body, "metadata": metadata})
     return answer
 
 
-async def _send_message(call: Call, request: SendMessageRequest) -> Task | Message:
+async def _send_message(call: Call, request: MessageSend) -> Answer:
     """Blocking: answer when the task is done or needs input. `returnImmediately`: answer at
     once with the submitted task while the hub delivers it in the background. A message the
     policy holds is answered at once too: its task waits, auth-required, for a human. Sent to
@@ -100,12 +102,10 @@ async def _send_message(call: Call, request: SendMessageRequest) -> Task | Messa
     if call.target is None:
         return await _fan_out(call, request)
     config = request.configuration
-    blocking = not config.return_immediately
+    blocking = not request.return_immediately
 
     # checked
-    history_length = checked_history_length(
-        config.history_length, config.HasField("history_length")
-    )
+    history_length = checked_history_length(config.get("historyLength"), "historyLength" in config)
     answered = await _answer_to_request(call, request.message)
     if answered is not None:
         return answered
@@ -131,41 +131,40 @@ async def _send_message(call: Call, request: SendMessageRequest) -> Task | Messa
     if not blocking:
         deliver_request(call, target, accepted, request)
         return await _task_now(accepted, history_length)
-    modes = list(config.accepted_output_modes)
-    return await _forward_blocking(call, target, accepted, request, history_length, modes)
+    return await _forward_blocking(call, target, accepted, request, history_length)
 
 
-async def _task_now(accepted: Accepted, history_length: int | None) -> Task:
+async def _task_now(accepted: Accepted, history_length: int | None) -> Answer:
     """The message's task as the hub has it now, as the caller gets it."""
     view = await db(message_duplicate_view, task_id=accepted.task_id, history_length=history_length)
-    return wire_task(view)
+    return task_answer(view)
 
 
-def _reply(answer: Message, accepted: Accepted, parts: Any = None) -> Message:
-    """An agent's direct answer as the caller sees it: the hub's context, no task; `parts`:
-    as the hub recorded them, when its content rules redacted them."""
-    reply = Message()
-    reply.CopyFrom(answer)
+def _reply(answer: dict[str, Any], accepted: Accepted, parts: Any = None) -> Answer:
+    """An agent's direct answer (ProtoJSON) as the caller sees it: the hub's context, no
+    task, no hub fields (its metadata stays, empty, when the agent sent some); `parts`: as the
+    hub recorded them, when its content rules redacted them."""
+    reply = {**answer}
     if parts is not None:
-        reply.ClearField("parts")
-        reply.parts.extend(ParseDict({"parts": parts}, Message()).parts)
-    reply.context_id = accepted.context_id
-    reply.task_id = ""
-    if HUB_METADATA in reply.metadata:
-        del reply.metadata[HUB_METADATA]
-    return reply
+        reply["parts"] = parts
+    reply.pop("taskId", None)
+    if accepted.context_id:
+        reply["contextId"] = accepted.context_id
+    else:
+        reply.pop("contextId", None)
+    if HUB_METADATA in (reply.get("metadata") or {}):
+        reply["metadata"] = {k: v for k, v in reply["metadata"].items() if k != HUB_METADATA}
+    return message_answer(reply)
 
 
-async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
+async def _fan_out(call: Call, request: MessageSend) -> Answer:
     started = tracing.now()
     try:
         result = await db(
             fanout_accept,
             caller=call.caller,
-            message=MessageToDict(request.message),
-            request_metadata=MessageToDict(request.metadata)
-            if request.HasField("metadata")
-            else {},
+            message=request.message,
+            request_metadata=request.metadata,
             traceparent=call.headers.get("traceparent", ""),
         )
     except NotFanOut as exc:
@@ -190,7 +189,7 @@ async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
             reason=refusal.reason,
             retry_after=refusal.retry_after,
         )
-    return ParseDict(
+    return message_answer(
         {
             "messageId": result.answer_id,
             "role": "ROLE_AGENT",
@@ -202,14 +201,13 @@ async def _fan_out(call: Call, request: SendMessageRequest) -> Message:
                     "mediaType": "application/json",
                 },
             ],
-        },
-        Message(),
+        }
     )
 
 
 async def _answer_retry(
     accepted: Accepted, *, blocking: bool, history_length: int | None
-) -> Task | Message:
+) -> Answer:
     """A retry gets what the first call answered: the agent's direct Message again, or the
     task as it is now. A blocking retry of a call still in flight waits for the task to end
     or need input, as the spec says a blocking call does: an endpoint agent's task until the
@@ -226,16 +224,15 @@ async def _answer_retry(
         history_length=history_length,
     )
     if answer.kind == "message":
-        return ParseDict(answer.view, Message())
-    return wire_task(answer.view)
+        return message_answer(answer.view, ignore_unknown_fields=False)
+    return task_answer(answer.view)
 
 
-async def _answer_to_request(call: Call, message: Message) -> Task | None:
+async def _answer_to_request(call: Call, wire: dict[str, Any]) -> Answer | None:
     """A `response` envelope answering a request the target sent the caller earlier: it
     completes that request's task (or is recorded late on it) instead of starting a new one."""
-    if call.target is None or not any(part.HasField("data") for part in message.parts):
+    if call.target is None or not any("data" in part for part in wire.get("parts") or []):
         return None
-    wire = MessageToDict(message)
     task_id = await db(request_answered_by, caller=call.caller, target=call.target, message=wire)
     if task_id is None:
         return None
@@ -246,7 +243,7 @@ async def _answer_to_request(call: Call, message: Message) -> Task | None:
     await record(
         Report(task_id, call.caller.pk, status={"state": "TASK_STATE_COMPLETED", "message": answer})
     )
-    return wire_task(await db(message_duplicate_view, task_id=task_id, history_length=None))
+    return task_answer(await db(message_duplicate_view, task_id=task_id, history_length=None))
 
 
 async def _await_answer(accepted: Accepted, seconds: float | None = None) -> bool:
@@ -280,10 +277,9 @@ async def _forward_blocking(
     call: Call,
     target: Agent,
     accepted: Accepted,
-    request: SendMessageRequest,
+    request: MessageSend,
     history_length: int | None,
-    output_modes: list[str],
-) -> Task | Message:
+) -> Answer:
     timeline.mark("forward")
     headers = forward_headers(call, target, accepted)
     call.times.now("delivered")
@@ -293,9 +289,9 @@ async def _forward_blocking(
         streaming=False,
         headers=headers,
         wait_seconds=accepted.timeout,
-        accepted_output_modes=output_modes,
+        accepted_output_modes=request.accepted_output_modes,
         task_id=accepted.task_id,
-        metadata=forwarded_metadata(request_metadata(request), accepted),
+        metadata=forwarded_metadata(request.metadata, accepted),
     )
     try:
         async with contextlib.aclosing(answers):
@@ -303,8 +299,9 @@ async def _forward_blocking(
                 timeline.mark("answered")
                 call.times.now("answered")
                 await record_outcome(target, accepted, True)
-                if answer.HasField("message"):
-                    reply = MessageToDict(answer.message)
+                if "message" in answer:
+                    reply = answer["message"]
+                    said = _reply(reply, accepted)  # a copy: recording keeps `reply` as it is
                     recorded = await record(
                         Reply(accepted.task_id, reply, message_ref(accepted, call.times))
                     )
@@ -312,12 +309,11 @@ async def _forward_blocking(
                     tracing.call_split(accepted.task_id, call.times, judge_us=accepted.judge_us)
                     if isinstance(recorded, dict) and "status" in recorded:
                         # A content rule refused the answer: the caller gets the failed task.
-                        return wire_task(recorded)
-                    redacted = isinstance(recorded, dict) and recorded.get("parts") != reply.get(
-                        "parts"
-                    )
-                    return _reply(answer.message, accepted, recorded["parts"] if redacted else None)
-                remote = MessageToDict(answer.task)
+                        return task_answer(recorded)
+                    if isinstance(recorded, dict) and recorded.get("parts") != reply.get("parts"):
+                        return _reply(reply, accepted, recorded["parts"])
+                    return said
+                remote = answer["task"]
                 view = await record(
                     Snapshot(
                         accepted.task_id, remote, history_length, message_ref(accepted, call.times)
@@ -327,16 +323,16 @@ async def _forward_blocking(
                 tracing.call_split(accepted.task_id, call.times, judge_us=accepted.judge_us)
                 if view["status"]["state"] in UNFINISHED:
                     await follow_agent_task(accepted.task_id)
-                return wire_task(view)
+                return task_answer(view)
         raise TargetUnavailable(f"{target.slug} answered nothing")
     except Dequeued:
         # Canceled while it waited for a slot: the task is already as the cancel left it.
-        return wire_task(await record_failure(accepted.task_id, "canceled", TaskState.CANCELED))
+        return task_answer(await record_failure(accepted.task_id, "canceled", TaskState.CANCELED))
     except NoSlotInTime as exc:
-        return wire_task(await record_failure(accepted.task_id, exc.message))
+        return task_answer(await record_failure(accepted.task_id, exc.message))
     except AgentTimeout as exc:
         await record_outcome(target, accepted, False)
-        return wire_task(await record_failure(accepted.task_id, exc.message))
+        return task_answer(await record_failure(accepted.task_id, exc.message))
     except AgentRefused as exc:
         await record_outcome(target, accepted, True)
         await record_failure(accepted.task_id, f"{target.slug} refused: {exc.error.message}")

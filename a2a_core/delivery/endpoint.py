@@ -22,9 +22,7 @@ from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
     SendMessageRequest,
-    StreamResponse,
     SubscribeToTaskRequest,
 )
 from a2a.utils.constants import TransportProtocol
@@ -48,6 +46,7 @@ from a2a_core.delivery.outbound_auth import OutboundAuth, Sent, failed, refusal,
 from a2a_core.delivery.slots import Slots, shared_slots
 from a2a_core.errors import AgentAuthFailed, HubError, TargetUnavailable
 from a2a_core.models import Agent
+from a2a_core.schemas.protojson import normalized
 from a2a_core.services.credentials import agent_auth_failure_record
 from a2a_core.services.policy import incoming_concurrent
 
@@ -153,7 +152,7 @@ class EndpointForwarder:
     async def send(
         self,
         agent: Agent,
-        message: Message,
+        message: dict[str, Any],
         *,
         streaming: bool,
         headers: dict[str, str],
@@ -162,9 +161,14 @@ class EndpointForwarder:
         return_immediately: bool = False,
         task_id: str = "",
         metadata: dict[str, Any] | None = None,
-    ) -> AsyncGenerator[StreamResponse]:
-        """Send `message` to the agent (with `metadata` as the request's); yield what it
-        answers (StreamResponse).
+    ) -> AsyncGenerator[dict[str, Any]]:
+        """Send `message` (ProtoJSON) to the agent (with `metadata` as the request's); yield
+        what it answers (StreamResponse, as ProtoJSON).
+
+        To a JSON-RPC agent, a call that does not stream is relayed as JSON: the request the
+        hub built, the answer as the agent sent it when protobuf would not change it
+        (`AiohttpJsonRpcTransport.relay_message`). Other bindings and streams go through the
+        SDK's client.
 
         Not streaming: one answer (a task or a message), within `wait_seconds` in total.
         Streaming (when the agent's card allows it): its events as they come, each within
@@ -172,12 +176,17 @@ class EndpointForwarder:
         agent's slots when all are taken (see `a2a_core.delivery.slots`): that wait counts
         towards the first answer's time. `task_id` (the hub's) lets a cancel withdraw it.
         """
-        request = SendMessageRequest(message=message)
-        if metadata:
-            request.metadata.update(metadata)
-        request.configuration.return_immediately = return_immediately
+        # What the SDK's client would post for SendMessageRequest(message=..., configuration
+        # with these fields, metadata=...): the configuration is always there.
+        configuration: dict[str, Any] = {}
         if accepted_output_modes:
-            request.configuration.accepted_output_modes.extend(accepted_output_modes)
+            configuration["acceptedOutputModes"] = list(accepted_output_modes)
+        if return_immediately:
+            configuration["returnImmediately"] = True
+        params: dict[str, Any] = {"message": message, "configuration": configuration}
+        if metadata:
+            params["metadata"] = metadata
+        request = normalized(params, SendMessageRequest)
         loop = asyncio.get_running_loop()
         began = loop.time()
         limit = incoming_concurrent(agent.slug)
@@ -199,7 +208,12 @@ class EndpointForwarder:
             sent = await self._authorized(agent, headers, wait_seconds - (loop.time() - began))
             wait_first = max(0.0, wait_seconds - (loop.time() - began))
             stream = self._send(
-                agent, self._client(agent, streaming=streaming), request, sent, wait_seconds
+                agent,
+                self._client(agent, streaming=streaming),
+                request,
+                sent,
+                wait_seconds,
+                streaming=streaming,
             )
             iterator = stream.__aiter__()
             try:
@@ -223,23 +237,34 @@ class EndpointForwarder:
         self,
         agent: Agent,
         client: Client,
-        request: SendMessageRequest,
+        request: dict[str, Any],
         sent: Sent,
         wait_seconds: float,
-    ) -> AsyncGenerator[StreamResponse]:
+        *,
+        streaming: bool,
+    ) -> AsyncGenerator[dict[str, Any]]:
+        transport = getattr(client, "_transport", None)
+        relay = transport if isinstance(transport, AiohttpJsonRpcTransport) else None
         for attempt in (1, 2):
             if attempt == 2:  # its OAuth2 token was refused: once more with a new one
                 sent = await self._authorized(agent, sent.base, wait_seconds)
             last_result.set(None)
             answered = False
+            context = self._context(sent.headers, wait_seconds)
             try:
+                if relay is not None and not streaming:
+                    answer = await relay.relay_message(request, context)
+                    answered = True
+                    await self._got_through(agent)
+                    yield answer
+                    return
                 async for event in client.send_message(
-                    request, context=self._context(sent.headers, wait_seconds)
+                    ParseDict(request, SendMessageRequest()), context=context
                 ):
                     if not answered:
                         answered = True
                         await self._got_through(agent)
-                    yield event
+                    yield _to_dict(event)
                 return
             except A2AClientTimeoutError:
                 raise

@@ -21,7 +21,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
-from google.protobuf.json_format import ParseDict
 
 from a2a_core import tracing
 from a2a_core.asyncdb import db
@@ -32,6 +31,7 @@ from a2a_core.errors import HubError
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent, Delivery, DeliveryMode, DeliveryState
 from a2a_core.schemas.a2a import HUB_METADATA
+from a2a_core.schemas.protojson import normalized
 from a2a_core.traceparent import header as traceparent
 
 log = get_logger("fanout")
@@ -128,7 +128,7 @@ async def _send(copy: Copy) -> None:
     try:
         async for _ in forwarder().send(
             copy.recipient,
-            ParseDict(copy.message, WireMessage()),
+            normalized(copy.message, WireMessage, ignore_unknown_fields=False),
             streaming=False,
             headers={"traceparent": tracing.traceparent_of(span) or traceparent(copy.trace_id)},
             wait_seconds=settings.HUB_FORWARD_TIMEOUT,

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from uuid import uuid4
 
 import aiohttp
 import httpx
 from a2a.client import ClientCallContext
 from a2a.client.errors import A2AClientError, A2AClientTimeoutError
 from a2a.client.transports.jsonrpc import JsonRpcTransport
-from a2a.types.a2a_pb2 import AgentCard
+from a2a.types.a2a_pb2 import AgentCard, SendMessageResponse
+from a2a.utils.proto_utils import parse_lenient
+from google.protobuf.json_format import MessageToDict
 
 from a2a_core.delivery.agent_errors import last_result
+from a2a_core.schemas.protojson import canonical
 
 _TRANSPORT_HEADERS = frozenset({"accept-encoding", "connection", "user-agent"})
 
@@ -72,6 +76,23 @@ class AiohttpJsonRpcTransport(JsonRpcTransport):
             return self._check_jsonrpc_response(json.loads(body))
         except ValueError as exc:
             raise A2AClientError(f"JSON Decode Error: {exc}") from exc
+
+    async def relay_message(
+        self, params: dict[str, Any], context: ClientCallContext | None = None
+    ) -> dict[str, Any]:
+        """SendMessage (not streaming) as the SDK's `send_message` posts it, with `params`
+        the ProtoJSON SendMessageRequest the hub built; the agent's answer as the ProtoJSON of
+        a StreamResponse (`{"task": ...}` or `{"message": ...}`), exactly what the SDK's client
+        and `MessageToDict` make of it, read without protobuf when it is plain
+        (`a2a_core.schemas.protojson`), and refused as the SDK refuses it otherwise."""
+        payload = {"method": "SendMessage", "params": params, "id": str(uuid4()), "jsonrpc": "2.0"}
+        result = (await self._send_request(payload, context))["result"]
+        answer = canonical(result, SendMessageResponse)
+        if answer is None:
+            answer = MessageToDict(parse_lenient(result, SendMessageResponse()))
+        if "task" not in answer and "message" not in answer:
+            raise ValueError("Response has neither task nor message")
+        return answer
 
     def _check_jsonrpc_response(self, response_data: Any) -> dict[str, Any]:
         # Unary answers and stream events alike pass here before the SDK parses their result.

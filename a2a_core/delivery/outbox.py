@@ -9,7 +9,6 @@ from typing import Any
 
 from a2a.types.a2a_pb2 import Message as WireMessage
 from django.db import connection, transaction
-from google.protobuf.json_format import ParseDict
 
 from a2a_core import tracing
 from a2a_core.asyncdb import db
@@ -29,6 +28,7 @@ from a2a_core.models import (
     Message,
     Task,
 )
+from a2a_core.schemas.protojson import normalized
 from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.messages import Accepted, queued_delivery
 
@@ -106,7 +106,7 @@ async def deliver_claimed(pks: list[int]) -> None:
                     call,
                     target,
                     accepted,
-                    ParseDict(queued.wire, WireMessage()),
+                    normalized(queued.wire, WireMessage, ignore_unknown_fields=False),
                     accepted_output_modes=[],
                     metadata=forwarded_metadata(queued.request_metadata, accepted),
                 )

@@ -9,13 +9,11 @@ from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
-from a2a.types.a2a_pb2 import Message, SendMessageRequest
 from django.utils import timezone
-from google.protobuf.json_format import MessageToDict
 
 from a2a_core import tracing
 from a2a_core.delivery.agent_errors import AgentRefused, AgentTimeout, NoSlotInTime
-from a2a_core.delivery.call import Call
+from a2a_core.delivery.call import Call, MessageSend
 from a2a_core.delivery.endpoint import forwarder
 from a2a_core.delivery.follow import follow_agent_task
 from a2a_core.delivery.slots import Dequeued
@@ -25,7 +23,6 @@ from a2a_core.delivery.wire import (
     forwarded,
     forwarded_metadata,
     message_ref,
-    request_metadata,
 )
 from a2a_core.errors import AgentAuthFailed, TargetUnavailable
 from a2a_core.logging import get_logger
@@ -43,7 +40,7 @@ def start_pump(
     call: Call,
     target: Agent,
     accepted: Accepted,
-    message: Message,
+    message: dict[str, Any],
     *,
     accepted_output_modes: list[str],
     metadata: dict[str, Any] | None = None,
@@ -58,9 +55,7 @@ def start_pump(
     )
 
 
-def deliver_request(
-    call: Call, target: Agent, accepted: Accepted, request: SendMessageRequest
-) -> None:
+def deliver_request(call: Call, target: Agent, accepted: Accepted, request: MessageSend) -> None:
     """Deliver a caller's request in the background, as it asked (its output modes, and its
     metadata with the hub's fields)."""
     start_pump(
@@ -68,8 +63,8 @@ def deliver_request(
         target,
         accepted,
         request.message,
-        accepted_output_modes=list(request.configuration.accepted_output_modes),
-        metadata=forwarded_metadata(request_metadata(request), accepted),
+        accepted_output_modes=request.accepted_output_modes,
+        metadata=forwarded_metadata(request.metadata, accepted),
     )
 
 
@@ -84,7 +79,7 @@ async def _pump(
     call: Call,
     target: Agent,
     accepted: Accepted,
-    message: Message,
+    message: dict[str, Any],
     output_modes: list[str],
     metadata: dict[str, Any] | None,
 ) -> None:
@@ -107,7 +102,7 @@ async def _pump(
                 answered = True
                 await record_outcome(target, accepted, True)
             deadline = timezone.now() + timedelta(seconds=accepted.timeout)
-            event_dict = MessageToDict(event)
+            event_dict = event
             call.times.now("answered")
             ref = message_ref(accepted, call.times)
             await record(StreamEvent(accepted.task_id, event_dict, deadline, ref))

@@ -16,7 +16,7 @@ from channels.layers import get_channel_layer
 from a2a_core import selectors, tracing
 from a2a_core.asyncdb import db
 from a2a_core.delivery.accept import accept, deliver_to, inline_push, save_inline_push
-from a2a_core.delivery.call import Call
+from a2a_core.delivery.call import Call, MessageSend
 from a2a_core.delivery.pump import deliver_request, in_background
 from a2a_core.delivery.wire import stream_item, wire_task
 from a2a_core.models import (
@@ -87,10 +87,11 @@ async def _inbox_forward_ends(task_id: str) -> None:
 async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterator[Any]:
     """SendStreamingMessage: the task first (unless the message answers the task's question),
     then its events until it ends or needs input."""
-    push_config = await inline_push(request)
-    accepted = await accept(call, request)
+    send = MessageSend.of(request)
+    push_config = await inline_push(send)
+    accepted = await accept(call, send)
     call.times.now("committed")
-    await save_inline_push(call, request, accepted, push_config)
+    await save_inline_push(call, send, accepted, push_config)
     view, seq, state = await db(task_snapshot, task_id=accepted.task_id, history_length=None)
     settled = accepted.duplicate or accepted.decision == "hold"
     # A message answering the agent's question: as the agent's own stream does, this one
@@ -103,7 +104,7 @@ async def stream_message(call: Call, request: SendMessageRequest) -> AsyncIterat
     else:
         target = await deliver_to(call, accepted)
         if target.delivery_mode == DeliveryMode.ENDPOINT:
-            deliver_request(call, target, accepted, request)
+            deliver_request(call, target, accepted, send)
         else:
             trace_inbox_forward(target, accepted)
     async for payload in watch_task_events(accepted.task_id, after=seq, stop_on_interrupt=True):

@@ -1,23 +1,27 @@
-"""The wire forms of what the hub relays: the caller's message as it goes on to an agent, and
-the SDK's types of what the hub recorded (tasks, stream items), as the bindings send them."""
+"""The wire forms of what the hub relays: the caller's message as it goes on to an agent, what
+SendMessage answers (`Answer`), and the SDK's types of what the hub recorded (tasks, stream
+items), as the bindings send them. Each is ProtoJSON exactly as protobuf would write it
+(`a2a_core.schemas.protojson`), made without protobuf when the content is plain."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from a2a.types.a2a_pb2 import Message, SendMessageRequest, StreamResponse, Task
+from a2a.types.a2a_pb2 import Message, StreamResponse, Task
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import ParseDict
 
 from a2a_core import tracing
 from a2a_core.call_times import CallTimes
 from a2a_core.delivery.agent_errors import AgentRefused
-from a2a_core.delivery.call import Call
+from a2a_core.delivery.call import Call, MessageSend
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.federation import HEADER as CHAIN_HEADER
 from a2a_core.federation import chain_header
 from a2a_core.models import Agent
 from a2a_core.schemas.a2a import HUB_METADATA
+from a2a_core.schemas.protojson import normalized
 from a2a_core.services.messages import Accepted
 from a2a_core.services.task_recording import RequestRef
 from a2a_core.traceparent import header as traceparent
@@ -26,6 +30,42 @@ from a2a_core.traceparent import header as traceparent
 def wire_task(view: dict[str, Any]) -> Task:
     """A task's wire view (`task_view`) as the SDK's Task."""
     return ParseDict(view, Task(), ignore_unknown_fields=True)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What SendMessage answers: a task or a message (`kind`), as ProtoJSON (`body`, what
+    `MessageToDict` writes for the SDK's type). The JSON-RPC relay sends `response()`; the
+    SDK's servers (REST, gRPC, streams) get `proto()`."""
+
+    kind: str  # "task" or "message"
+    body: dict[str, Any]
+
+    def proto(self) -> Task | Message:
+        return ParseDict(self.body, Task() if self.kind == "task" else Message())
+
+    def response(self) -> dict[str, Any]:
+        """As `MessageToDict(SendMessageResponse(...))` writes it."""
+        return {self.kind: self.body}
+
+    @property
+    def status(self) -> str:
+        """The call's status label: `message`, or the task's state (`completed`...)."""
+        if self.kind == "message":
+            return "message"
+        state = (self.body.get("status") or {}).get("state", "TASK_STATE_UNSPECIFIED")
+        return str(state).removeprefix("TASK_STATE_").lower()
+
+
+def task_answer(view: dict[str, Any]) -> Answer:
+    """A task's wire view (`task_view`) as SendMessage answers it."""
+    return Answer("task", normalized(view, Task))
+
+
+def message_answer(message: dict[str, Any], *, ignore_unknown_fields: bool = True) -> Answer:
+    return Answer(
+        "message", normalized(message, Message, ignore_unknown_fields=ignore_unknown_fields)
+    )
 
 
 def stream_item(payload: dict[str, Any]) -> Any:
@@ -46,19 +86,23 @@ def checked_history_length(value: Any, has: bool) -> int | None:
     return int(value)
 
 
-def forwarded(original: Message, accepted: Accepted) -> Message:
-    """The caller's message as it goes on to an endpoint agent: the agent's own task and
-    context ids, and the hub's fields under `metadata.a2aHub`; with its parts as the content
-    rules redacted them, if they did."""
-    message = Message()
-    message.CopyFrom(original)
+def forwarded(original: dict[str, Any], accepted: Accepted) -> dict[str, Any]:
+    """The caller's message (ProtoJSON) as it goes on to an endpoint agent: the agent's own
+    task and context ids, and the hub's fields under `metadata.a2aHub`; with its parts as the
+    content rules redacted them, if they did."""
+    message = {**original, "metadata": {**(original.get("metadata") or {})}}
+    message["metadata"][HUB_METADATA] = accepted.hub_fields
     if accepted.redacted_parts is not None:
-        message.ClearField("parts")
-        message.parts.extend(ParseDict({"parts": accepted.redacted_parts}, Message()).parts)
-    message.task_id = accepted.remote_task_id
-    message.context_id = accepted.remote_context_id
-    message.metadata.update({HUB_METADATA: accepted.hub_fields})
-    return message
+        message["parts"] = accepted.redacted_parts
+    for key, value in (
+        ("taskId", accepted.remote_task_id),
+        ("contextId", accepted.remote_context_id),
+    ):
+        if value:
+            message[key] = value
+        else:
+            message.pop(key, None)
+    return normalized(message, Message)
 
 
 def forwarded_metadata(metadata: dict[str, Any], accepted: Accepted) -> dict[str, Any]:
@@ -69,20 +113,14 @@ def forwarded_metadata(metadata: dict[str, Any], accepted: Accepted) -> dict[str
     return metadata
 
 
-def wants_receipt(request: SendMessageRequest) -> bool:
+def wants_receipt(request: MessageSend) -> bool:
     """Whether the caller asked for a receipt of its call's decision: `a2aHub.receipt` is
     JSON `true` in the request's metadata or its message's (anything else: no receipt)."""
-    for struct in (request.metadata, request.message.metadata):
-        hub = struct.fields.get(HUB_METADATA)
-        if hub is not None and hub.HasField("struct_value"):
-            flag = hub.struct_value.fields.get("receipt")
-            if flag is not None and flag.HasField("bool_value") and flag.bool_value:
-                return True
+    for metadata in (request.metadata, request.message.get("metadata") or {}):
+        hub = metadata.get(HUB_METADATA) if isinstance(metadata, dict) else None
+        if isinstance(hub, dict) and hub.get("receipt") is True:
+            return True
     return False
-
-
-def request_metadata(request: SendMessageRequest) -> dict[str, Any]:
-    return MessageToDict(request.metadata) if request.HasField("metadata") else {}
 
 
 def forward_headers(call: Call, target: Agent, accepted: Accepted) -> dict[str, str]:

@@ -7,11 +7,7 @@ from __future__ import annotations
 import hmac
 
 from a2a.server.context import ServerCallContext
-from a2a.server.routes import (
-    DefaultServerCallContextBuilder,
-    create_jsonrpc_routes,
-    create_rest_routes,
-)
+from a2a.server.routes import DefaultServerCallContextBuilder, create_rest_routes
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import A2AError, VersionNotSupportedError
@@ -36,6 +32,7 @@ from a2a_core.protocol.gate import (
     unauthenticated,
 )
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
+from a2a_core.protocol.jsonrpc_relay import jsonrpc_routes
 from a2a_core.protocol.receipts import receipt_endpoint
 from a2a_core.protocol.signing import JWKS_PATH, jwks_endpoint
 from a2a_core.protocol.versions import a2a_major
@@ -66,9 +63,10 @@ class HubContextBuilder(DefaultServerCallContextBuilder):
 def _a2a_routes(
     handler: HubRequestHandler, builder: HubContextBuilder, rpc_url: str
 ) -> list[BaseRoute]:
-    """The SDK's JSON-RPC route at `rpc_url` and its REST routes under `rpc_url` + `rest`."""
+    """The JSON-RPC route at `rpc_url` (the SDK's dispatcher, SendMessage relayed:
+    `a2a_core.protocol.jsonrpc_relay`) and the SDK's REST routes under `rpc_url` + `rest`."""
     return [
-        *create_jsonrpc_routes(handler, rpc_url, context_builder=builder, enable_v0_3_compat=True),
+        *jsonrpc_routes(handler, rpc_url, builder),
         Mount(
             rpc_url + "rest",
             routes=[

@@ -29,10 +29,11 @@ from django.conf import settings
 
 from a2a_core import timeline
 from a2a_core.delivery import push
-from a2a_core.delivery.call import Call
+from a2a_core.delivery.call import Call, MessageSend
 from a2a_core.delivery.conductor import send_message
 from a2a_core.delivery.streams import stream_message, subscribe
 from a2a_core.delivery.task_calls import cancel_task, get_task, list_tasks
+from a2a_core.delivery.wire import Answer
 from a2a_core.errors import AgentSuspended, HubError
 from a2a_core.metrics import CallRecord
 from a2a_core.protocol.errors import to_a2a
@@ -88,10 +89,16 @@ class HubRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
         timeline.mark("handler")
+        return (await self.send_message(MessageSend.of(params), context)).proto()
+
+    async def send_message(self, request: MessageSend, context: ServerCallContext) -> Answer:
+        """SendMessage, as every binding serves it: the JSON-RPC relay
+        (`a2a_core.protocol.jsonrpc_relay`) with the request it checked, the SDK's servers
+        through `on_message_send`."""
         call = _call(context)
         record = _record(call, "SendMessage")
         try:
-            result = await _mapped(send_message(call, params))
+            answer = await _mapped(send_message(call, request))
         except Exception as exc:
             record.failed(exc)
             raise
@@ -99,8 +106,8 @@ class HubRequestHandler(RequestHandler):
             record.status = "disconnected"
             raise
         else:
-            record.saw(result)
-            return result
+            record.status = answer.status
+            return answer
         finally:
             record.finish()
 
