@@ -121,6 +121,14 @@ def _reference(data: Any, message: type) -> dict[str, Any] | None:
         return None
 
 
+def _refusal(data: Any, message: type) -> type[Exception]:
+    try:
+        ParseDict(data, message(), ignore_unknown_fields=True)
+    except Exception as exc:
+        return type(exc)
+    raise AssertionError("protobuf took it")
+
+
 def _same(found: dict[str, Any], expected: dict[str, Any]) -> None:
     assert found == expected
     # The same JSON too (1 and 1.0 are equal in Python, not on the wire), fields in order.
@@ -128,7 +136,7 @@ def _same(found: dict[str, Any], expected: dict[str, Any]) -> None:
     assert list(found) == list(expected)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(requests)
 def test_a_request_is_what_protobuf_makes_of_it_or_left_to_protobuf(data: dict[str, Any]) -> None:
     expected = _reference(data, SendMessageRequest)
@@ -141,14 +149,14 @@ def test_a_request_is_what_protobuf_makes_of_it_or_left_to_protobuf(data: dict[s
         _same(normalized(data, SendMessageRequest), expected)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(answers)
 def test_an_answer_is_what_the_sdk_client_makes_of_it(data: dict[str, Any]) -> None:
     expected = _reference(data, SendMessageResponse)
     found = canonical(data, SendMessageResponse)
     if expected is None:
         assert found is None
-        with pytest.raises(Exception):  # noqa: B017 (what ParseDict raises, whatever it is)
+        with pytest.raises(_refusal(data, SendMessageResponse)):  # what the SDK's client raises
             normalized(data, SendMessageResponse)
     else:
         if found is not None:
