@@ -32,40 +32,43 @@ def wire_task(view: dict[str, Any]) -> Task:
     return ParseDict(view, Task(), ignore_unknown_fields=True)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Answer:
-    """What SendMessage answers: a task or a message (`kind`), as ProtoJSON (`body`, what
-    `MessageToDict` writes for the SDK's type). The JSON-RPC relay sends `response()`; the
-    SDK's servers (REST, gRPC, streams) get `proto()`."""
+    """What SendMessage answers: a task or a message (`kind`), from its ProtoJSON `data`
+    (a task's wire view, a message). The JSON-RPC relay sends `response()`, `data` as
+    protobuf would write it (`normalized`, without protobuf when plain); the SDK's servers
+    (REST, gRPC, the JSON-RPC dispatcher) get `proto()`, parsed from `data` once, as before."""
 
     kind: str  # "task" or "message"
-    body: dict[str, Any]
+    data: dict[str, Any]
+    ignore_unknown_fields: bool = True
 
     def proto(self) -> Task | Message:
-        return ParseDict(self.body, Task() if self.kind == "task" else Message())
+        made = Task() if self.kind == "task" else Message()
+        return ParseDict(self.data, made, ignore_unknown_fields=self.ignore_unknown_fields)
 
     def response(self) -> dict[str, Any]:
         """As `MessageToDict(SendMessageResponse(...))` writes it."""
-        return {self.kind: self.body}
+        kind = Task if self.kind == "task" else Message
+        body = normalized(self.data, kind, ignore_unknown_fields=self.ignore_unknown_fields)
+        return {self.kind: body}
 
     @property
     def status(self) -> str:
         """The call's status label: `message`, or the task's state (`completed`...)."""
         if self.kind == "message":
             return "message"
-        state = (self.body.get("status") or {}).get("state", "TASK_STATE_UNSPECIFIED")
+        state = (self.data.get("status") or {}).get("state") or "TASK_STATE_UNSPECIFIED"
         return str(state).removeprefix("TASK_STATE_").lower()
 
 
 def task_answer(view: dict[str, Any]) -> Answer:
     """A task's wire view (`task_view`) as SendMessage answers it."""
-    return Answer("task", normalized(view, Task))
+    return Answer("task", view)
 
 
 def message_answer(message: dict[str, Any], *, ignore_unknown_fields: bool = True) -> Answer:
-    return Answer(
-        "message", normalized(message, Message, ignore_unknown_fields=ignore_unknown_fields)
-    )
+    return Answer("message", message, ignore_unknown_fields)
 
 
 def stream_item(payload: dict[str, Any]) -> Any:

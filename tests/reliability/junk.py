@@ -75,6 +75,30 @@ FIELDS = [
     "pageSize",
     "historyLength",
 ]
+# The fields of a SendMessage request, its message, a part and its configuration.
+SEND_FIELDS = [
+    "messageId",
+    "message_id",
+    "role",
+    "parts",
+    "taskId",
+    "contextId",
+    "metadata",
+    "extensions",
+    "referenceTaskIds",
+    "text",
+    "data",
+    "url",
+    "raw",
+    "mediaType",
+    "acceptedOutputModes",
+    "historyLength",
+    "returnImmediately",
+    "taskPushNotificationConfig",
+    "configuration",
+    "message",
+    "tenant",
+]
 # Past every integer column: PostgreSQL's bigint, an unsigned 64-bit, one below bigint.
 HUGE_INTS = [2**63, 2**64, -(2**63) - 1, 2**31, 10**30]
 # Query values for the long-poll's `wait`: the valid ones short, so no poll holds the test up.
@@ -171,6 +195,12 @@ def rpc_shape(rng: random.Random) -> dict[str, Any]:
         "parts": [{"text": rng.choice(["echo hi", "fail boom", "ask what?", "x"])}],
     }
     params: Any = {"message": message} if rng.random() < 0.7 else junk_value(rng)
+    if isinstance(params, dict) and rng.random() < 0.5:
+        # Junk inside an otherwise plain SendMessage, which the JSON-RPC relay reads itself.
+        where = rng.choice(
+            [message, message["parts"][0], params.setdefault("configuration", {}), params]
+        )
+        where[rng.choice(SEND_FIELDS)] = junk_value(rng)
     return {
         "jsonrpc": rng.choice(["2.0", "1.0", None]),
         "id": junk_id(rng),
