@@ -86,9 +86,9 @@ async def send_message(call: Call, request: MessageSend) -> Answer:
     if "message_pk" in call.learned and wants_receipt(request):
         token = await db(ledger_receipt, int(call.learned["message_pk"]))
         if token is not None:
-            metadata = dict(answer.body.get("metadata") or {})
+            metadata = dict(answer.data.get("metadata") or {})
             metadata[HUB_METADATA] = {**(metadata.get(HUB_METADATA) or {}), "receipt": token}
-            answer = replace(answer, body={**answer.body, "metadata": metadata})
+            answer = replace(answer, data={**answer.data, "metadata": metadata})
     return answer
 
 
