@@ -3,6 +3,8 @@
 - `verify`: recompute the record and compare the database with it; or, with `--export FILE
   --jwks KEYS`, check an export offline with the hub's public keys alone (no database);
 - `checkpoint`: seal and sign a checkpoint now;
+- `baseline`: take in the rows that have no entry (from before the record, or written while
+  HUB_LEDGER was off), as they are, marked as such;
 - `export --ledger FILE`: the record as JSONL (checkpoints, then entries);
 - `receipt MESSAGE`: a signed receipt of a message's decision (MESSAGE: the hub's message
   number, or its messageId);
@@ -40,6 +42,10 @@ def add_parsers(sub: Any) -> None:
     v.set_defaults(handler=verify)
     c = inner.add_parser("checkpoint", help="seal and sign a checkpoint now")
     c.set_defaults(handler=checkpoint)
+    b = inner.add_parser(
+        "baseline", help="take in the rows from before the record (an upgraded database)"
+    )
+    b.set_defaults(handler=baseline)
     e = inner.add_parser("export", help="the record as JSONL, to verify offline")
     e.add_argument("--ledger", metavar="FILE", required=True, help="where to write ('-': stdout)")
     e.set_defaults(handler=export)
@@ -108,6 +114,19 @@ def verify(args: argparse.Namespace, out: IO[str]) -> None:
     if problem is not None:
         raise _bad(f"tampered: {problem}")
     out.write(f"{summary}\n")
+
+
+def baseline(args: argparse.Namespace, out: IO[str]) -> None:
+    from a2a_core.services.ledger_audit import ledger_baseline
+
+    taken = ledger_baseline()
+    if taken:
+        out.write(
+            f"took {taken} rows into the record as they are now (marked baseline: the record "
+            "proves nothing of them before this); `a2a audit verify` checks them from here on\n"
+        )
+    else:
+        out.write("every governed row has its entry already: nothing to take in\n")
 
 
 def _lines(name: str) -> Iterator[str]:

@@ -153,15 +153,32 @@ def governed_state(obj: Model) -> dict[str, Any]:
 
 
 def _body(
-    kind: str, object_type: str, object_id: str, state: dict[str, Any] | None, at: str
+    kind: str,
+    object_type: str,
+    object_id: str,
+    state: dict[str, Any] | None,
+    at: str,
+    baseline: bool = False,
 ) -> str:
-    return canonical({"kind": kind, "type": object_type, "id": object_id, "at": at, "state": state})
+    body: dict[str, Any] = {
+        "kind": kind,
+        "type": object_type,
+        "id": object_id,
+        "at": at,
+        "state": state,
+    }
+    if baseline:
+        # Taken in as it was found: the record says nothing of this row before `at`.
+        body["baseline"] = True
+    return canonical(body)
 
 
-def _append(rows: Iterable[tuple[str, str, str, dict[str, Any] | None]]) -> None:
+def _append(
+    rows: Iterable[tuple[str, str, str, dict[str, Any] | None]], *, baseline: bool = False
+) -> None:
     """One INSERT for the entries (`insert_values`: no model instances, one statement)."""
     at = timezone.now().isoformat()
-    values = [[k, t, i, _body(k, t, i, s, at), "", ""] for k, t, i, s in rows]
+    values = [[k, t, i, _body(k, t, i, s, at, baseline), "", ""] for k, t, i, s in rows]
     insert_values(LedgerEntry, _COLUMNS, values)
 
 
@@ -171,17 +188,21 @@ def ledger_decisions(rows: Sequence[Message]) -> None:
         _append((LedgerKind.DECISION, "message", str(row.pk), governed_state(row)) for row in rows)
 
 
-def ledger_append(objs: Sequence[Model], *, removed: bool = False) -> None:
-    """Entries for governed rows as they are now (or removed); in the change's transaction."""
-    if ledger_on() and objs:
+def ledger_append(objs: Sequence[Model], *, removed: bool = False, baseline: bool = False) -> None:
+    """Entries for governed rows as they are now (or removed); in the change's transaction.
+    `baseline`: rows taken in as found (`ledger_baseline`)."""
+    if (ledger_on() or baseline) and objs:
         _append(
             (
-                GOVERNED[TYPE_OF[type(obj)]][0],
-                TYPE_OF[type(obj)],
-                str(obj.pk),
-                None if removed else governed_state(obj),
-            )
-            for obj in objs
+                (
+                    GOVERNED[TYPE_OF[type(obj)]][0],
+                    TYPE_OF[type(obj)],
+                    str(obj.pk),
+                    None if removed else governed_state(obj),
+                )
+                for obj in objs
+            ),
+            baseline=baseline,
         )
 
 

@@ -7,6 +7,11 @@ then compares each governed row with the latest entry of its object: a row whose
 fields differ (an UPDATE), a row without an entry (an INSERT) and an entry whose row is gone
 without an entry saying it was removed (a DELETE) are named. Unsealed entries are sealed
 first, as the hub would within HUB_LEDGER_SEAL_SECONDS.
+
+`ledger_baseline` takes in, as they are, the governed rows that have no entry at all: rows
+from before the record existed (an upgraded database) or written while HUB_LEDGER was off.
+Each gets an entry marked `baseline`, and the baseline itself is an audit event, so the
+record shows when it was taken and by whom; the record proves nothing of those rows before.
 """
 
 from __future__ import annotations
@@ -16,14 +21,18 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.db import transaction
+
 from a2a_core.ledger import merkle
 from a2a_core.ledger.check import Checkpoint, LogCheck, Problem
 from a2a_core.ledger.proofs import RECEIPT_TYP, canonical, sign
 from a2a_core.models import Direction, LedgerCheckpoint, LedgerEntry, Message
+from a2a_core.services.audit import audit_record
 from a2a_core.services.ledger import (
     GOVERNED,
     governed_state,
     hub_name,
+    ledger_append,
     ledger_checkpoint,
     ledger_seal,
 )
@@ -101,10 +110,13 @@ def ledger_verify(progress: Progress | None = None) -> tuple[Problem | None, str
             rows += 1
             found = latest.get(key)
             if found is None or found[2] is None:
-                what = "has no entry" if found is None else "is there, but its entry removed it"
-                return Problem(
-                    f"this row {what} (inserted outside the hub)", None, "", f"{otype}:{row.pk}"
-                ), ""
+                what = (
+                    "has no entry (inserted outside the hub; rows from before the record, or "
+                    "written while HUB_LEDGER was off, are taken in by `a2a audit baseline`)"
+                    if found is None
+                    else "is there, but its entry removed it (inserted outside the hub)"
+                )
+                return Problem(f"this row {what}", None, "", f"{otype}:{row.pk}"), ""
             index, kind, digest = found
             now = governed_state(row)
             if digest != _digest(now):
@@ -129,6 +141,33 @@ def ledger_verify(progress: Progress | None = None) -> tuple[Problem | None, str
     return None, (
         f"intact: {check.size} entries, {check.checked} checkpoints, {rows} rows match the record"
     )
+
+
+def ledger_baseline(actor_label: str = "cli") -> int:
+    """Take in the governed rows that have no entry, as they are now (see the module's
+    docstring); sealed and signed at once. The number taken in."""
+    taken = 0
+    with transaction.atomic():
+        known = set(LedgerEntry.objects.values_list("object_type", "object_id").distinct())
+        for otype in GOVERNED:
+            batch: list[Any] = []
+            for row in _rows(otype):
+                if (otype, str(row.pk)) not in known:
+                    batch.append(row)
+                if len(batch) >= CHUNK:
+                    ledger_append(batch, baseline=True)
+                    taken, batch = taken + len(batch), []
+            ledger_append(batch, baseline=True)
+            taken += len(batch)
+        if taken:
+            audit_record(
+                action="ledger.baseline",
+                summary=f"{taken} rows without an entry taken into the tamper-evident record",
+                actor_label=actor_label,
+                data={"rows": taken},
+            )
+    ledger_seal(checkpoint=True)
+    return taken
 
 
 def ledger_export_lines() -> Iterator[str]:

@@ -340,3 +340,40 @@ async def test_a_receipt_verifies_and_one_with_a_flipped_byte_does_not(busy, tmp
     bad = run_cli("audit", "verify-receipt", str(receipt), "--jwks", str(keys), env=NO_DATABASE)
     assert bad.returncode == 1
     assert "invalid receipt" in bad.stderr
+
+
+# --- rows from before the record -------------------------------------------------------------
+
+
+async def test_rows_from_before_the_record_are_taken_in_by_a_baseline(busy, hub, sdk, settings):
+    # An upgraded database: rows written while the record was off have no entry.
+    settings.HUB_LEDGER = False
+    _, old = await hub.caller("old")
+    await send(await sdk("echo", old), request("echo from before"))
+    settings.HUB_LEDGER = True
+    before = await db(lambda: Message.objects.get(sender__slug="old"))
+
+    text = await verify_fails(f"message:{before.pk}", "a2a audit baseline")
+    assert "has no entry" in text
+
+    said = await db(a2a, "audit", "baseline")
+    # The agent, its message, and the audit event of its registration.
+    assert said.startswith("took 3 rows into the record as they are now (marked baseline")
+    out = await db(a2a, "audit", "verify", "--quiet")
+    assert out.startswith("intact: ")
+    wanted = {("message", str(before.pk)), ("agent", str(before.sender_id))}
+    bodies = await db(
+        lambda: [json.loads(b) for b in LedgerEntry.objects.values_list("body", flat=True)]
+    )
+    assert sorted(
+        (b["type"], b.get("baseline")) for b in bodies if (b["type"], b["id"]) in wanted
+    ) == [
+        ("agent", True),
+        ("message", True),
+    ]
+    # The baseline is in the record too: who took it, and when.
+    assert await db(lambda: AuditEvent.objects.filter(action="ledger.baseline").count()) == 1
+    assert (await db(a2a, "audit", "baseline")).startswith("every governed row has its entry")
+    # From here on, a change to such a row is a tamper like any other.
+    await run_sql("UPDATE a2a_core_message SET decision = 'reject' WHERE id = %s", [before.pk])
+    await verify_fails(f"message:{before.pk}", "updated outside the hub")
