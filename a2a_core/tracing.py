@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from a2a_core.call_times import CallTimes
     from a2a_core.models import Agent
-    from a2a_core.services.messages import Accepted
+    from a2a_core.services.accepted import Accepted
 
 # How many open forwards and held requests are remembered (to parent later spans to them).
 REMEMBERED = 10_000

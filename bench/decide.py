@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from a2a_core.policy.compiled import CompiledPolicy
 from a2a_core.policy.decide import (
     AgentState,
     BreakerView,
-    CompiledPolicy,
     Context,
     Facts,
     Usage,

@@ -18,7 +18,8 @@ from a2a_core.federation import peer_chain
 from a2a_core.logging import trace_id_var
 from a2a_core.models import Agent
 from a2a_core.models import Scope as AgentScope
-from a2a_core.services.messages import Accepted, Inbound
+from a2a_core.services.accepted import Accepted
+from a2a_core.services.messages import Inbound
 from a2a_core.services.push import PushConfigInput, push_config_save, push_config_save_for_retry
 from a2a_core.services.writes import accept_inbound
 from a2a_core.storage.policy_state import retry_seconds

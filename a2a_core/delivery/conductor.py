@@ -69,9 +69,9 @@ from a2a_core.selectors.message_retries import (
     message_retry_wait,
     request_answered_by,
 )
+from a2a_core.services.accepted import Accepted
 from a2a_core.services.fanout import NotFanOut, fanout_accept
 from a2a_core.services.ledger_audit import ledger_receipt
-from a2a_core.services.messages import Accepted
 from a2a_core.services.tasks import Reply, Report, Snapshot
 from a2a_core.services.writes import record, record_failure, record_outcome
 from a2a_core.storage.policy_state import retry_seconds

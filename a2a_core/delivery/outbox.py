@@ -29,8 +29,8 @@ from a2a_core.models import (
     Task,
 )
 from a2a_core.schemas.protojson import normalized
+from a2a_core.services.accepted import Accepted, queued_delivery
 from a2a_core.services.inbox import inbox_enqueue
-from a2a_core.services.messages import Accepted, queued_delivery
 
 log = get_logger("outbox")
 

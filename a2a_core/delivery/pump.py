@@ -27,7 +27,7 @@ from a2a_core.delivery.wire import (
 from a2a_core.errors import AgentAuthFailed, TargetUnavailable
 from a2a_core.logging import get_logger
 from a2a_core.models import Agent
-from a2a_core.services.messages import Accepted
+from a2a_core.services.accepted import Accepted
 from a2a_core.services.tasks import StreamEvent
 from a2a_core.services.writes import record, record_failure, record_outcome
 

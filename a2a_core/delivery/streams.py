@@ -27,7 +27,7 @@ from a2a_core.models import (
     TaskEventKind,
 )
 from a2a_core.selectors.task_events import task_events_after, task_snapshot
-from a2a_core.services.messages import Accepted
+from a2a_core.services.accepted import Accepted
 
 # How often a stream re-reads the event log when no event arrives (the bus is best effort).
 POLL_SECONDS = 2.0

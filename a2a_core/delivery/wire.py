@@ -22,7 +22,7 @@ from a2a_core.federation import chain_header
 from a2a_core.models import Agent
 from a2a_core.schemas.a2a import HUB_METADATA
 from a2a_core.schemas.protojson import normalized
-from a2a_core.services.messages import Accepted
+from a2a_core.services.accepted import Accepted
 from a2a_core.services.task_recording import RequestRef
 from a2a_core.traceparent import header as traceparent
 

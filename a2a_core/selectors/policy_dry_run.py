@@ -24,11 +24,11 @@ from django.db.models import Exists, OuterRef, Q
 from a2a_core.errors import FieldProblem, ValidationFailed
 from a2a_core.models import Agent, Direction, Message, Skill, Task
 from a2a_core.models.task import TERMINAL_STATES
+from a2a_core.policy.compiled import CompiledPolicy
 from a2a_core.policy.content import content_scan, content_verdict
 from a2a_core.policy.decide import (
     AgentState,
     BreakerView,
-    CompiledPolicy,
     Context,
     Decision,
     Facts,

@@ -28,12 +28,12 @@ from a2a_core.models import (
     Task,
 )
 from a2a_core.policy import clock
+from a2a_core.policy.compiled import CompiledPolicy
 from a2a_core.policy.content import Hit, content_scan
 from a2a_core.policy.decide import (
     CLOSED,
     AgentState,
     BreakerView,
-    CompiledPolicy,
     Context,
     Decision,
     Facts,

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -17,7 +16,6 @@ from a2a_core.errors import HubError, PolicyRejected
 from a2a_core.events import publish_traffic_on_commit
 from a2a_core.models import (
     Agent,
-    Decision,
     Delivery,
     DeliveryMode,
     DeliveryState,
@@ -30,8 +28,9 @@ from a2a_core.policy.decide import Facts
 from a2a_core.schemas.a2a import hub_metadata
 from a2a_core.schemas.events import TrafficItem
 from a2a_core.selectors.message_retries import EarlierCopy, RetryKey, message_earlier_copies
+from a2a_core.services.accepted import Accepted, accepted_of
 from a2a_core.services.classify import classify, message_item, message_row
-from a2a_core.services.content import approved_parts, masked_summary, request_masked
+from a2a_core.services.content import masked_summary, request_masked
 from a2a_core.services.decisions import Decided, decide_batch, message_content
 from a2a_core.services.digest import message_digest
 from a2a_core.services.escalations import escalation_hold
@@ -51,64 +50,6 @@ from a2a_core.storage.rows import (
     update_rows,
     written_together,
 )
-
-
-@dataclass(frozen=True)
-class Accepted:
-    """A message the hub has committed, and what it needs to deliver it."""
-
-    task_id: str
-    context_id: str
-    state: str
-    created: bool
-    # The same caller sent the same messageId to the same target with the same content before
-    # (see `message_digest`): nothing new was recorded.
-    duplicate: bool
-    message_pk: int
-    message_created_at: datetime
-    kind: str
-    envelope: dict[str, Any] | None
-    trace_id: str
-    depth: int
-    # Who asked whom on this task's chain, the caller first and the target last.
-    path: list[str]
-    timeout: float
-    # What changes when the message goes on to an endpoint agent: the agent's own ids, and
-    # the hub's fields in its metadata (see `a2a_core.delivery.wire.forwarded`).
-    remote_task_id: str
-    remote_context_id: str
-    hub_fields: dict[str, Any]
-    # The policy's decision: deliver, redirect (to `deliver_to`) or hold (for a human).
-    decision: str = Decision.DELIVER
-    reason: str = "ok"
-    deliver_to: str = ""
-    skill: str = ""
-    # The target's breaker is counting failures or open: report how the call goes.
-    watch_breaker: bool = False
-    # When the policy's decision was made (time.time_ns), and how long it took (µs):
-    # `a2a_core.call_times`.
-    judged_ns: int = 0
-    judge_us: int = 0
-    # Content rules redacted the message: its parts as the agent gets them.
-    redacted_parts: list[dict[str, Any]] | None = None
-    # Who stands behind the policy's decision ("policy v3 by alice"): `a2a_core.tracing`.
-    decided_by: str = ""
-
-
-def _hub_fields(task: Task, caller: Agent, replay: Any = None) -> dict[str, Any]:
-    """What the hub tells an endpoint agent about the task it forwards (metadata.a2aHub);
-    a replay says so (`replay`: the set and the task it replays)."""
-    fields = {
-        "taskId": task.pk,
-        "contextId": task.context_id,
-        "caller": caller.slug,
-        "rootTaskId": task.root_id or task.pk,
-        "hop": task.depth + 1,
-        "traceId": task.trace_id,
-    }
-    if isinstance(replay, dict):
-        fields["replay"] = replay
-    return fields
 
 
 @dataclass(frozen=True)
@@ -159,55 +100,6 @@ class _Plan:
         ):
             return now + timedelta(seconds=self.timeout)
         return None
-
-
-def _accepted(
-    task: Task,
-    message: Message | EarlierCopy,
-    *,
-    timeout: float,
-    created: bool = False,
-    duplicate: bool = False,
-    caller: Agent | None = None,
-    remote_context_id: str = "",
-    decision: str = Decision.DELIVER,
-    reason: str = "ok",
-    watch_breaker: bool = False,
-    replay: Any = None,
-    judged_ns: int = 0,
-    judge_us: int = 0,
-    redacted_parts: list[dict[str, Any]] | None = None,
-    decided_by: str = "",
-) -> Accepted:
-    """What the dispatcher needs about an accepted message: from its row, or from the earlier
-    copy when this one is a retry."""
-    return Accepted(
-        task_id=task.pk,
-        context_id=task.context_id,
-        state=task.state,
-        created=created,
-        duplicate=duplicate,
-        message_pk=message.pk,
-        message_created_at=message.created_at,
-        kind=message.kind,
-        envelope=message.envelope,
-        trace_id=task.trace_id,
-        depth=task.depth,
-        path=task.path,
-        timeout=timeout,
-        remote_task_id=task.remote_task_id,
-        remote_context_id=remote_context_id or task.remote_context_id or task.context_id,
-        hub_fields=_hub_fields(task, caller, replay) if caller is not None else {},
-        decision=decision,
-        reason=reason,
-        deliver_to=task.target.slug if task.target_id else "",
-        skill=task.skill,
-        watch_breaker=watch_breaker,
-        judged_ns=judged_ns,
-        judge_us=judge_us,
-        redacted_parts=redacted_parts,
-        decided_by=decided_by,
-    )
 
 
 def _facts(plan_item: Inbound, task: Task, created: bool, kind: str, envelope: Any) -> Facts:
@@ -323,7 +215,7 @@ def accept_batch(
             results[repeat.position] = first
         else:
             assert repeat.first.row is not None
-            results[repeat.position] = _accepted(
+            results[repeat.position] = accepted_of(
                 repeat.first.task, repeat.first.row, timeout=repeat.timeout, duplicate=True
             )
     return [r for r in results if r is not None]
@@ -373,7 +265,7 @@ def _check_and_place(
             key = RetryKey(item.caller.pk, str(item.message["messageId"]), digest)
             found = earlier.get(key)
             if found is not None and not found.moved_on:
-                results[i] = _accepted(
+                results[i] = accepted_of(
                     earlier_tasks[found.task_id], found, timeout=timeout, duplicate=True
                 )
                 continue
@@ -489,7 +381,7 @@ def _settle(plans: list[_Plan], results: list[Accepted | HubError | None]) -> No
             withdraw_questions(p.task)
         items_out.append(task_item(p.task, "created" if p.created else "updated"))
         tasks_out[p.task.pk] = p.task.event_seq
-        results[p.index] = _accepted(
+        results[p.index] = accepted_of(
             p.task,
             p.row,
             timeout=p.timeout,
@@ -506,30 +398,3 @@ def _settle(plans: list[_Plan], results: list[Accepted | HubError | None]) -> No
             decided_by=p.judged.decided_by,
         )
     publish_traffic_on_commit(items_out, tasks_out)
-
-
-def queued_delivery(message: Message, task: Task) -> tuple[Accepted, dict[str, Any]]:
-    """What delivering a queued (approved or redirected) message needs: its Accepted (with
-    the human's decision and its reason), and the message as the caller sent it (A2A
-    ProtoJSON, the hub's ids)."""
-    caller = task.caller
-    accepted = _accepted(
-        task,
-        message,
-        timeout=float(settings.HUB_FORWARD_TIMEOUT),
-        caller=caller,
-        decision=message.decision or Decision.DELIVER,
-        reason=message.decision_reason or "ok",
-        replay=hub_metadata(message.request_metadata).get("replay"),
-    )
-    wire: dict[str, Any] = {
-        "messageId": message.message_id,
-        "role": "ROLE_USER",
-        "parts": approved_parts(message),
-        "contextId": task.context_id,
-    }
-    if message.metadata:
-        wire["metadata"] = message.metadata
-    if message.extensions:
-        wire["extensions"] = message.extensions
-    return accepted, wire

@@ -14,7 +14,7 @@ from django.utils import timezone
 from a2a_core.errors import Conflict, FieldProblem, NotFound, ValidationFailed
 from a2a_core.events import publish_many_on_commit
 from a2a_core.models import PolicyVersion
-from a2a_core.policy.decide import CompiledPolicy
+from a2a_core.policy.compiled import CompiledPolicy
 from a2a_core.schemas.events import PolicyActivated
 from a2a_core.schemas.policy import Policy, RateLimits, default_policy, parse_policy
 from a2a_core.services.audit import audit_record

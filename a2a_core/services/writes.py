@@ -18,7 +18,8 @@ from a2a_core import tracing
 from a2a_core.errors import Conflict
 from a2a_core.models import Agent, TaskState
 from a2a_core.policy import clock
-from a2a_core.services.messages import Accepted, Inbound, accept_batch
+from a2a_core.services.accepted import Accepted
+from a2a_core.services.messages import Inbound, accept_batch
 from a2a_core.services.policy import current_policy
 from a2a_core.services.tasks import Failure, Record, record_batch
 from a2a_core.storage.batching import Batcher

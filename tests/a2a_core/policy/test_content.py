@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from a2a_core.policy.compiled import CompiledPolicy
 from a2a_core.policy.content import (
     BUILTIN,
     ContentRules,
@@ -14,7 +15,7 @@ from a2a_core.policy.content import (
     redact,
     texts,
 )
-from a2a_core.policy.decide import AgentState, CompiledPolicy, Context, Facts, decide
+from a2a_core.policy.decide import AgentState, Context, Facts, decide
 from a2a_core.schemas.policy import ContentRule, parse_policy
 
 

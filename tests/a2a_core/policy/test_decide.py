@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from a2a_core.policy.compiled import CompiledPolicy
 from a2a_core.policy.content import Hit
 from a2a_core.policy.decide import (
     REASONS,
     AgentState,
     BreakerView,
-    CompiledPolicy,
     Context,
     Facts,
     Usage,
