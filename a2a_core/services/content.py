@@ -3,7 +3,9 @@ delivers a message a content rule held once a human let it through.
 
 `request_masked` is the one place a request meets its findings: what `decide` found is
 masked before the message's row is built, so the row, the live feed, the inbox and every
-export have the masked form only.
+export have the masked form only. A broadcast or knowledge share is one row for all its
+recipients: `fan_out_masked` masks what a rule redacts for any of them, so none gets what a
+rule redacts for another.
 
 `answer_screened` is the one place an agent's answer meets the policy's content rules: every
 answer an endpoint agent returns (a Message, a Task, a streamed event) and every report an
@@ -48,6 +50,24 @@ def request_masked(
     if decision.reason == "content_held":
         fields["sealed_parts"] = seal({"parts": message.get("parts") or []})
     return masked, fields
+
+
+def fan_out_masked(
+    message: dict[str, Any], decisions: list[PolicyDecision]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A fanned-out message as the hub stores and delivers it to every recipient that may
+    have it, and its row's content fields (every finding, never its text). Masked: what a
+    rule redacts for any recipient it goes to (so none gets what a rule redacts for another);
+    when it goes to nobody, everything found, as for a refused request. What a rule refuses
+    to one recipient stays as written for those no rule refuses it to."""
+    found = list(dict.fromkeys(f for d in decisions for f in d.content))
+    if not found:
+        return message, {}
+    delivered = [d for d in decisions if d.delivers]
+    masked = list(dict.fromkeys(f for d in delivered for f in d.content)) if delivered else found
+    metrics.content_found("request", "redact", (f.kind for f in masked))
+    fields = {"content_findings": [f.as_record() for f in found]}
+    return (redact(message, masked) if masked else message), fields
 
 
 def masked_summary(masked: dict[str, Any], kind: str) -> tuple[dict[str, Any] | None, str]:

@@ -36,7 +36,8 @@ from a2a_core.policy.decide import Facts
 from a2a_core.schemas.a2a import envelope_part_indexes, hub_metadata
 from a2a_core.schemas.events import FanOutQueued
 from a2a_core.services.classify import classify, message_item, message_row
-from a2a_core.services.decisions import decide_batch
+from a2a_core.services.content import fan_out_masked, masked_summary
+from a2a_core.services.decisions import decide_batch, message_content
 from a2a_core.services.digest import message_digest
 from a2a_core.services.inbox import inbox_enqueue
 from a2a_core.services.ledger import ledger_decisions
@@ -212,12 +213,28 @@ def fanout_accept(
     priority = str(envelope.get("priority", "normal"))
     judged = decide_batch(
         [
-            Facts(caller.slug, agent.slug, kind, "", priority, (caller.slug,), new_task=False)
+            Facts(
+                caller.slug,
+                agent.slug,
+                kind,
+                "",
+                priority,
+                (caller.slug,),
+                new_task=False,
+                content=message_content(
+                    message, caller=caller.slug, target=agent.slug, kind=kind, skill=""
+                ),
+            )
             for agent in recipients
         ],
         [caller.pk] * len(recipients),
     )
     passed = [j for j in judged if j.decision.delivers]
+    correlation_id = str(envelope.get("correlationId") or hub.get("correlationId") or "")[:128]
+    message, content = fan_out_masked(message, [j.decision for j in judged])
+    stored_envelope: dict[str, Any] | None = envelope
+    if content:
+        stored_envelope, summary = masked_summary(message, kind)
     context_id = str(message.get("contextId") or new_id())
     row = message_row(
         message,
@@ -225,20 +242,21 @@ def fanout_accept(
         direction=Direction.REQUEST,
         task=None,
         kind=kind,
-        envelope=envelope,
+        envelope=stored_envelope,
         summary=summary,
         digest=digest,
         request_metadata=request_metadata or {},
         sender=caller,
         recipients=[a.slug for a in recipients] + unknown,
         context_id=context_id,
-        correlation_id=str(envelope.get("correlationId") or hub.get("correlationId") or "")[:128],
+        correlation_id=correlation_id,
         trace_id=trace_id_of(traceparent) or new_id().replace("-", ""),
         decision=Decision.DELIVER if passed else Decision.REJECT,
         decision_reason="fan_out" if passed else judged[0].decision.reason if judged else "",
         decision_detail=f"{len(passed)} of {len(recipients)} recipients",
         decision_policy_version=judged[0].policy_version if judged else None,
         delivery_state=DeliveryState.PENDING if passed else DeliveryState.REJECTED,
+        **content,
     )
     row.save(force_insert=True)
     ledger_decisions([row])

@@ -173,3 +173,45 @@ async def test_what_the_hub_cannot_fan_out_is_refused_clearly(hub, sdk):
     with pytest.raises(InvalidParamsError, match="nobody to share with"):
         await send(client, fan_out(nobody, "k-2"))
     assert await db(MessageRow.objects.count) == 0
+
+
+async def test_a_broadcast_is_screened_by_the_content_rules_for_each_recipient(hub, sdk):
+    # Cards are redacted for everyone; a pattern rejects for one recipient only.
+    await db(
+        policy_publish,
+        document={
+            "contentRules": [
+                {"name": "cards", "detect": "card", "action": "redact"},
+                {
+                    "name": "no tickets for ops",
+                    "detect": "pattern",
+                    "pattern": "TICKET-[0-9]{4}",
+                    "targets": ["ops"],
+                    "action": "reject",
+                },
+            ]
+        },
+        reason="test",
+        actor_label="test",
+    )
+    tokens = {slug: (await inbox_agent(slug))[1] for slug in ("dev", "ops")}
+    inboxes = {slug: await Inbox.open(hub.url, slug, token) for slug, token in tokens.items()}
+    _, lead = await hub.caller("lead")
+    said = broadcast("all")
+    said["payload"]["message"] = "refund 4111 1111 1111 1111 for TICKET-1234"
+
+    answer = await send(await hub_client(hub, sdk, lead), fan_out(said))
+
+    by_agent = {d["agent"]: d for d in answer_data(answer)["deliveries"]}
+    assert (by_agent["ops"]["decision"], by_agent["ops"]["reason"]) == (
+        "reject",
+        "content_rejected",
+    )
+    frame = await inboxes["dev"].next_of("delivery")
+    delivered = frame["message"]["parts"][0]["data"]["payload"]["message"]
+    assert delivered == "refund [redacted: card] for TICKET-1234"
+    [row] = await db(lambda: list(MessageRow.objects.all()))
+    assert "4111" not in str(row.parts) and "4111" not in row.summary
+    assert {f["rule"] for f in row.content_findings} == {"cards", "no tickets for ops"}
+    for inbox in inboxes.values():
+        await inbox.close()
