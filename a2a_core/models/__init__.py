@@ -21,7 +21,7 @@ from .escalation import (
 from .follow import TaskFollow
 from .identity import IssuerMapping, TrustedIssuer
 from .inbox import InboxSession, Transport
-from .ledger import LedgerCheckpoint, LedgerEntry, LedgerHead, LedgerKind
+from .ledger import LedgerCheckpoint, LedgerEntry, LedgerHead, LedgerKind, LedgerNode
 from .message import WAITING_STATES, Decision, Delivery, DeliveryState, Direction, Message
 from .notify import (
     Notification,
@@ -79,6 +79,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerHead",
     "LedgerKind",
+    "LedgerNode",
     "Message",
     "Notification",
     "NotificationState",

@@ -52,6 +52,24 @@ class LedgerHead(models.Model):
         return f"ledger head {self.size}"
 
 
+class LedgerNode(models.Model):
+    """The root of a perfect subtree of the log (2**level leaves from index * 2**level), kept
+    as the sealer makes it, so that an inclusion proof reads O(log n) of them instead of every
+    leaf. A cache: a proof made from a wrong one does not verify."""
+
+    level = models.PositiveSmallIntegerField()
+    index = models.BigIntegerField()
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["level", "index"], name="ledger_node_place"),
+        ]
+
+    def __str__(self) -> str:
+        return f"ledger node {self.level}/{self.index}"
+
+
 class LedgerCheckpoint(models.Model):
     """A signed tree head: the log's size and Merkle root, signed by the hub's card key."""
 

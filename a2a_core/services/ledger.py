@@ -49,6 +49,7 @@ from a2a_core.models import (
     LedgerEntry,
     LedgerHead,
     LedgerKind,
+    LedgerNode,
     Message,
     PolicyVersion,
     TrustedIssuer,
@@ -254,13 +255,17 @@ def ledger_seal(*, checkpoint: bool = False) -> int:
             frontier = [bytes.fromhex(h) for h in head.frontier]
             size = head.size
             updates = []
+            made: list[tuple[int, int, bytes]] = []
             for pk, body in pending:
                 leaf = leaf_of(body)
                 chain = chain_of(chain, leaf)
-                frontier = merkle.frontier_append(frontier, size, leaf)
+                frontier = merkle.frontier_append(frontier, size, leaf, made)
                 updates.append((pk, [size, leaf.hex(), chain.hex()]))
                 size += 1
             update_values(LedgerEntry, ["leaf_index", "leaf_hash", "chain_hash"], updates)
+            insert_values(
+                LedgerNode, ["level", "index", "hash"], [[lv, i, h.hex()] for lv, i, h in made]
+            )
             head.size, head.chain_hash = size, chain.hex()
             head.frontier = [h.hex() for h in frontier]
             head.save(update_fields=["size", "chain_hash", "frontier"])

@@ -26,7 +26,7 @@ from django.db import transaction
 from a2a_core.ledger import merkle
 from a2a_core.ledger.check import Checkpoint, LogCheck, Problem
 from a2a_core.ledger.proofs import RECEIPT_TYP, canonical, sign
-from a2a_core.models import Direction, LedgerCheckpoint, LedgerEntry, Message
+from a2a_core.models import Direction, LedgerCheckpoint, LedgerEntry, LedgerNode, Message
 from a2a_core.services.audit import audit_record
 from a2a_core.services.ledger import (
     GOVERNED,
@@ -198,13 +198,38 @@ def ledger_export_lines() -> Iterator[str]:
         )
 
 
-def _leaves(size: int) -> list[bytes]:
-    return [
-        bytes.fromhex(h)
-        for h in LedgerEntry.objects.filter(leaf_index__lt=size)
-        .order_by("leaf_index")
-        .values_list("leaf_hash", flat=True)
-    ]
+def _subtrees() -> merkle.Node:
+    """The log's subtree roots as `merkle.range_root` asks for them: a leaf's hash (level 0)
+    from its entry, a kept one from LedgerNode, else made from its two halves (a log sealed
+    before the nodes were kept); each read once."""
+    known: dict[tuple[int, int], bytes] = {}
+
+    def node(level: int, index: int) -> bytes:
+        found = known.get((level, index))
+        if found is not None:
+            return found
+        if level == 0:
+            hex_hash = (
+                LedgerEntry.objects.filter(leaf_index=index)
+                .values_list("leaf_hash", flat=True)
+                .first()
+            )
+        else:
+            hex_hash = (
+                LedgerNode.objects.filter(level=level, index=index)
+                .values_list("hash", flat=True)
+                .first()
+            )
+        if hex_hash:
+            found = bytes.fromhex(hex_hash)
+        else:
+            if level == 0:
+                raise ValueError(f"the log has no leaf {index}")
+            found = merkle.node_hash(node(level - 1, 2 * index), node(level - 1, 2 * index + 1))
+        known[(level, index)] = found
+        return found
+
+    return node
 
 
 def ledger_receipt(message_pk: int) -> str | None:
@@ -225,7 +250,7 @@ def ledger_receipt(message_pk: int) -> str | None:
     if cp is None:
         cp = ledger_checkpoint()
     assert cp is not None
-    proof = merkle.inclusion_proof(entry.leaf_index, _leaves(cp.size))
+    proof = merkle.inclusion_proof_by(entry.leaf_index, cp.size, _subtrees())
     key = signing_key()
     payload = {
         "hub": hub_name(),

@@ -66,3 +66,28 @@ def test_every_leaf_verifies_in_every_tree_and_a_changed_proof_or_place_does_not
                 assert not merkle.verify_inclusion(index, size, HASHES[index], proof[:-1], root)
         assert not merkle.verify_inclusion(size, size, HASHES[0], [], root)
         assert not merkle.verify_inclusion(-1, size, HASHES[0], [], root)
+
+
+def test_proofs_from_the_kept_subtrees_are_the_proofs_from_every_leaf():
+    # A log of 37 leaves appended one by one, keeping each perfect subtree it completes;
+    # every leaf's proof in every tree size, from those alone, is the proof from the leaves.
+    leaves = [merkle.leaf_hash(str(i).encode()) for i in range(37)]
+    kept: dict[tuple[int, int], bytes] = {(0, i): h for i, h in enumerate(leaves)}
+    frontier: list[bytes] = []
+    for size, leaf in enumerate(leaves):
+        made: list[tuple[int, int, bytes]] = []
+        frontier = merkle.frontier_append(frontier, size, leaf, made)
+        kept.update({(level, index): root for level, index, root in made})
+    reads: list[tuple[int, int]] = []
+
+    def node(level: int, index: int) -> bytes:
+        reads.append((level, index))
+        return kept[(level, index)]
+
+    for size in range(1, len(leaves) + 1):
+        for index in range(size):
+            reads.clear()
+            proof = merkle.inclusion_proof_by(index, size, node)
+            assert proof == merkle.inclusion_proof(index, leaves[:size])
+            assert len(reads) <= 2 * size.bit_length()
+    assert merkle.range_root(0, 37, node) == merkle.root(leaves)

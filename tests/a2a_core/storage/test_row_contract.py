@@ -10,12 +10,12 @@ from typing import Any
 from django.db import models
 from django.db.models.signals import pre_save
 
-from a2a_core.models import LedgerEntry, Message, Task, TaskEvent
+from a2a_core.models import LedgerEntry, LedgerNode, Message, Task, TaskEvent
 from a2a_core.storage.rows import save_time_behaviour
 
 # What the group commits write with insert_rows / insert_values / update_rows / update_values
 # (services/messages.py, services/task_recording.py).
-HOT_PATH_MODELS = [Task, Message, TaskEvent, LedgerEntry]
+HOT_PATH_MODELS = [Task, Message, TaskEvent, LedgerEntry, LedgerNode]
 
 
 def test_the_models_the_hot_path_writes_have_no_save_time_behaviour_it_would_skip():
