@@ -9,8 +9,7 @@ import hmac
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import DefaultServerCallContextBuilder, create_rest_routes
 from a2a.utils.constants import VERSION_HEADER
-from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import A2AError, VersionNotSupportedError
+from a2a.utils.errors import VersionNotSupportedError
 from django.conf import settings
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,13 +23,7 @@ from a2a_core.inbox.poll import inbox_endpoint
 from a2a_core.protocol import errors as _errors  # noqa: F401  (registers the hub's errors)
 from a2a_core.protocol.cards import agent_card_endpoint, hub_card_endpoint
 from a2a_core.protocol.compat import rest_v03_routes
-from a2a_core.protocol.errors import http_status
-from a2a_core.protocol.gate import (
-    AgentGate,
-    authenticate,
-    refusal_headers,
-    unauthenticated,
-)
+from a2a_core.protocol.gate import AgentGate, rest_caller
 from a2a_core.protocol.handler import CALL_KEY, HubRequestHandler
 from a2a_core.protocol.jsonrpc_relay import jsonrpc_routes
 from a2a_core.protocol.receipts import receipt_endpoint
@@ -77,23 +70,11 @@ def _a2a_routes(
     ]
 
 
-def _refusal(error: A2AError, headers: list[tuple[bytes, bytes]]) -> Response:
-    return JSONResponse(
-        build_rest_error_payload(error),
-        status_code=http_status(error),
-        headers={k.decode(): v.decode() for k, v in headers},
-    )
-
-
 async def discover(request: Request) -> Response:
     """GET /discover?skill=&tag=&status=&q=&limit=&cursor= for agents looking for peers."""
-    token = bearer_token(request.headers)
-    try:
-        caller, _ = await authenticate(token, None)
-    except A2AError as refused:
-        return _refusal(refused, refusal_headers(refused))
-    if caller is None:
-        return _refusal(*unauthenticated(token))
+    caller = await rest_caller(request)
+    if isinstance(caller, Response):
+        return caller
     params = request.query_params
     try:
         limit = int(params.get("limit", "50"))

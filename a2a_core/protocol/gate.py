@@ -19,6 +19,8 @@ from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import A2AError, InvalidParamsError, InvalidRequestError, JSONParseError
 from django.conf import settings
 from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from a2a_core import agent_cache, tracing
@@ -176,6 +178,28 @@ def unauthenticated(token: str | None) -> tuple[A2AError, list[tuple[bytes, byte
         UnauthenticatedError("the bearer token is unknown or was rotated"),
         [(b"www-authenticate", f'{REALM}, error="invalid_token"'.encode())],
     )
+
+
+def rest_refusal(error: A2AError, headers: list[tuple[bytes, bytes]] | None = None) -> Response:
+    """An error in the REST binding's form (`google.rpc.Status`), for the hub's own routes."""
+    return JSONResponse(
+        build_rest_error_payload(error),
+        status_code=http_status(error),
+        headers={k.decode(): v.decode() for k, v in headers or []},
+    )
+
+
+async def rest_caller(request: Request) -> Agent | Response:
+    """The agent calling one of the hub's own REST routes (its bearer token or a trusted
+    issuer's JWT, as for its calls), or the refusal to answer it with."""
+    token = bearer_token(request.headers)
+    try:
+        caller, _ = await authenticate(token, None)
+    except A2AError as refused:
+        return rest_refusal(refused, refusal_headers(refused))
+    if caller is None:
+        return rest_refusal(*unauthenticated(token))
+    return caller
 
 
 class AgentGate:

@@ -7,28 +7,17 @@ that does not exist. Errors are the REST binding's error payload (`google.rpc.St
 
 from __future__ import annotations
 
-from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import A2AError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from a2a_core.asyncdb import db
 from a2a_core.errors import FieldProblem, NotFound, ValidationFailed
 from a2a_core.models import Agent, Direction, Message
-from a2a_core.protocol.errors import http_status, to_a2a
-from a2a_core.protocol.gate import authenticate, refusal_headers, unauthenticated
+from a2a_core.protocol.errors import to_a2a
+from a2a_core.protocol.gate import rest_caller, rest_refusal
 from a2a_core.services.ledger_audit import ledger_receipt
-from a2a_core.tokens import bearer_token
 
 MAX_MESSAGE_ID = 128
-
-
-def _refusal(error: A2AError, headers: list[tuple[bytes, bytes]] | None = None) -> Response:
-    return JSONResponse(
-        build_rest_error_payload(error),
-        status_code=http_status(error),
-        headers={k.decode(): v.decode() for k, v in headers or []},
-    )
 
 
 def _receipt_of(caller: Agent, message_id: str) -> str:
@@ -45,16 +34,12 @@ def _receipt_of(caller: Agent, message_id: str) -> str:
 
 
 async def receipt_endpoint(request: Request) -> Response:
-    token = bearer_token(request.headers)
-    try:
-        caller, _ = await authenticate(token, None)
-    except A2AError as refused:
-        return _refusal(refused, refusal_headers(refused))
-    if caller is None:
-        return _refusal(*unauthenticated(token))
+    caller = await rest_caller(request)
+    if isinstance(caller, Response):
+        return caller
     message_id = request.path_params["message_id"]
     if not message_id or len(message_id) > MAX_MESSAGE_ID or not message_id.isprintable():
-        return _refusal(
+        return rest_refusal(
             to_a2a(
                 ValidationFailed(
                     "invalid messageId",
@@ -65,5 +50,5 @@ async def receipt_endpoint(request: Request) -> Response:
     try:
         receipt = await db(_receipt_of, caller, message_id)
     except NotFound as exc:
-        return _refusal(to_a2a(exc))
+        return rest_refusal(to_a2a(exc))
     return JSONResponse({"messageId": message_id, "receipt": receipt})
