@@ -131,6 +131,7 @@ MESSAGE_COLUMNS = [
     "digest",
     "request_metadata",
     "repeat",
+    "sealed_parts",
     "created_at",
     "author_id",
     "redirected_to_id",
@@ -207,6 +208,7 @@ class Traffic:
             digest="",
             request_metadata="{}",
             repeat=0,
+            sealed_parts="",
         )
 
     def stamp(self, moment: datetime) -> Any:
