@@ -121,7 +121,7 @@ async def _outbox() -> None:
 
 def _sweep(now: float, last_cleanup: float) -> float:
     from a2a_core.models import PolicyCounter
-    from a2a_core.services.escalations import escalations_expire
+    from a2a_core.services.escalation_expiry import escalations_expire
     from a2a_core.services.follow import tasks_abandoned_follow
     from a2a_core.services.inbox import inbox_sessions_expire, inbox_tasks_expire
     from a2a_core.services.notify import notify_due_soon, notify_keys_sweep, notify_pass_on

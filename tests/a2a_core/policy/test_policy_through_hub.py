@@ -27,11 +27,11 @@ from a2a_core.models import (
 from a2a_core.policy import clock
 from a2a_core.selectors.policy_dry_run import policy_dry_run
 from a2a_core.services.agents import agent_suspend
+from a2a_core.services.escalation_expiry import escalations_expire
 from a2a_core.services.escalations import (
     escalation_approve,
     escalation_redirect,
     escalation_reject,
-    escalations_expire,
 )
 from a2a_core.services.policy import policy_publish, policy_rollback
 from tests.a2a_core.protocol.helpers import eventually, request, send
