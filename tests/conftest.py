@@ -30,6 +30,16 @@ def agent_pair(db):
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, request: pytest.FixtureRequest
+) -> None:
+    """A shard's own test databases (tests/shards.py)."""
+    from tests.shards import name_test_databases
+
+    name_test_databases(request.config)
+
+
+@pytest.fixture(scope="session")
 def hub_server(django_db_setup, django_db_blocker) -> Iterator[ServerThread]:
     """The hub's own ASGI app (config.asgi) served by uvicorn for the whole session."""
     from config.asgi import application
