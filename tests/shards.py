@@ -1,4 +1,5 @@
-"""Split the suite into shards that take about as long, so that ./hub test runs several at once.
+"""Which tests a run takes: split into shards that take about as long, so that ./hub test runs
+several at once; and on PostgreSQL, none marked `embedded` (they run a SQLite hub of their own).
 
 `--shard K/N` keeps the test files of shard K of N and deselects the rest. Files go whole (their
 module fixtures are set up once) to the shard with the least time so far, longest first, by the
@@ -79,6 +80,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if backend() == "postgres":
+        # A test of `./hub run`'s own SQLite hub would only do the same again.
+        embedded = [item for item in items if item.get_closest_marker("embedded")]
+        if embedded:
+            config.hook.pytest_deselected(items=embedded)
+            items[:] = [item for item in items if not item.get_closest_marker("embedded")]
     shard = getattr(config, "_hub_shard", None)
     if shard is None:
         return

@@ -191,6 +191,7 @@ async def chain_depth_on_the_tasks_page(page: Page, url: str) -> bool:
     return await cards.count() > 0
 
 
+@pytest.mark.embedded
 @pytest.mark.timeout(360)
 async def test_serve_brings_up_the_hub_and_the_browser_shows_every_demo_scenario(
     browser: Browser, data_dir: Path, tmp_path: Path

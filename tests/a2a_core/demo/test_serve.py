@@ -10,7 +10,7 @@ import pytest
 from tests.a2a_core.demo.helpers import Serve, migrate, running
 from tests.servers import free_port
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.embedded]
 
 
 @pytest.fixture(scope="module")
