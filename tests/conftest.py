@@ -149,57 +149,31 @@ def _fast_password_hashing() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _quick_flush_on_postgresql() -> Iterator[None]:
-    """How PostgreSQL's test database is emptied after each live test.
-
-    Django's flush is one TRUNCATE of every table: about 200 ms, as PostgreSQL makes new files
-    for each of them, while a test leaves a few rows. Here the same tables are locked as the
-    TRUNCATE locks them (so a write the hub still has under way ends first) and their rows
-    deleted in that transaction (6 ms); every foreign key is deferrable, checked at commit.
-
-    A write the hub had under way when the test ended (its last answer recorded, an inbox
-    agent's goodbye) can lock those tables in another order; PostgreSQL then ends one of the
-    two as a deadlock, and when that is the flush the next test would start with rows of this
-    one. The write is done by then: the flush is run again."""
+def _flush_again_after_a_deadlock() -> Iterator[None]:
+    """The database is emptied after each live test with one TRUNCATE of every table. A write
+    the hub had under way when the test ended (its last answer recorded, an inbox agent's
+    goodbye) can lock those tables in another order; PostgreSQL then ends one of the two as a
+    deadlock, and when that is the TRUNCATE the next test would start with rows of this one.
+    The write is done by then: the TRUNCATE is run again. A TRUNCATE that waits on a lock for
+    a minute (a connection left in a transaction) fails the test that left it, instead of
+    stalling the run until CI gives up."""
     from django.db import OperationalError
     from django.db.backends.postgresql.operations import DatabaseOperations
     from psycopg.errors import DeadlockDetected
 
-    truncate = DatabaseOperations.sql_flush
     flush = DatabaseOperations.execute_sql_flush
-
-    def sql_flush(
-        self: Any,
-        style: Any,
-        tables: Any,
-        *,
-        reset_sequences: bool = False,
-        allow_cascade: bool = False,
-    ) -> list[str]:
-        if reset_sequences or allow_cascade or not tables:
-            return truncate(
-                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
-            )
-        names = [self.quote_name(table) for table in tables]
-        return [
-            f"LOCK TABLE {', '.join(names)} IN ACCESS EXCLUSIVE MODE;",
-            "SET CONSTRAINTS ALL DEFERRED;",
-            *(f"DELETE FROM {name};" for name in names),
-        ]
 
     def execute_sql_flush(self: Any, sql_list: Any) -> None:
         for attempt in range(3):
             try:
-                return flush(self, sql_list)
+                return flush(self, ["SET LOCAL lock_timeout = '60s';", *sql_list])
             except OperationalError as exc:
                 if not isinstance(exc.__cause__, DeadlockDetected) or attempt == 2:
                     raise
                 time.sleep(0.1)
 
-    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
     DatabaseOperations.execute_sql_flush = execute_sql_flush  # type: ignore[method-assign]
     yield
-    DatabaseOperations.sql_flush = truncate  # type: ignore[method-assign]
     DatabaseOperations.execute_sql_flush = flush  # type: ignore[method-assign]
 
 

@@ -1,5 +1,6 @@
 """Which tests a run takes: split into shards that take about as long, so that ./hub test runs
-several at once; and on PostgreSQL, none marked `embedded` (they run a SQLite hub of their own).
+several at once; and on PostgreSQL, none marked `embedded` (they run on a SQLite database of
+their own, so the SQLite run has them).
 
 `--shard K/N` keeps the test files of shard K of N and deselects the rest. Files go whole (their
 module fixtures are set up once) to the shard with the least time so far, longest first, by the
@@ -24,6 +25,7 @@ import pytest
 
 DURATIONS = Path(__file__).with_name("durations.json")
 _seconds: defaultdict[str, float] = defaultdict(float)  # what each file took in this run
+_left_out: list[pytest.Item] = []  # what this plugin deselected
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -81,9 +83,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if backend() == "postgres":
-        # A test of `./hub run`'s own SQLite hub would only do the same again.
+        # A test on a SQLite database of its own would only do the same again.
         embedded = [item for item in items if item.get_closest_marker("embedded")]
         if embedded:
+            _left_out.extend(embedded)
             config.hook.pytest_deselected(items=embedded)
             items[:] = [item for item in items if not item.get_closest_marker("embedded")]
     shard = getattr(config, "_hub_shard", None)
@@ -96,6 +99,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         (kept if shard_of[item.nodeid.split("::")[0]] == index - 1 else dropped).append(item)
     if dropped:
+        _left_out.extend(dropped)
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
 
@@ -119,11 +123,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if (
-        getattr(session.config, "_hub_shard", None)
-        and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
-    ):
-        session.exitstatus = pytest.ExitCode.OK  # a narrow selection can leave a shard empty
+    if _left_out and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK  # what a narrow selection holds is in another run
     if not session.config.getoption("store_durations"):
         return
     with DURATIONS.open("a+") as table_file:  # the shards of a run each add their files

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.embedded  # the same in both runs: the PostgreSQL run leaves it out
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 # audit_page.py exports the newest 10,000 delivered messages, so it needs about 13,000.
