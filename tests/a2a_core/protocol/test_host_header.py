@@ -28,6 +28,13 @@ PAGES = ["/", "/login/", "/agents/", "/static/css/hub.css", "/admin/"]
 A2A = ["/.well-known/agent-card.json", "/a2a/", "/discover", "/inbox/nobody/?wait=0"]
 
 
+def from_the_test_harness(record: logging.LogRecord) -> bool:
+    """A background pass of the hub (push, follow) that met pytest-django's guard on the
+    database in the moment between two tests: the harness's, not a request's."""
+    error = record.exc_info[1] if record.exc_info else None
+    return isinstance(error, RuntimeError) and "Database access not allowed" in str(error)
+
+
 async def test_a_junk_host_header_is_a_400_or_ignored_and_never_an_error_in_the_log(hub, caplog):
     caplog.set_level(logging.WARNING)
     statuses: dict[str, set[int]] = {}
@@ -40,7 +47,8 @@ async def test_a_junk_host_header_is_a_400_or_ignored_and_never_an_error_in_the_
     assert statuses["/login/"] == {400}
     assert statuses["/.well-known/agent-card.json"] == {200}
     assert statuses["/a2a/"] == {401}
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
-    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    logged = [r for r in caplog.records if not from_the_test_harness(r)]
+    assert [r.getMessage() for r in logged if r.levelno >= logging.ERROR] == []
+    assert [r.getMessage() for r in logged if r.exc_info] == []
     refused = [r for r in caplog.records if r.name == "django.security.DisallowedHost"]
     assert len(refused) <= 10, [r.getMessage() for r in refused]
